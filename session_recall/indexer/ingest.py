@@ -1,0 +1,129 @@
+"""The writer: applies one batch of events inside the caller's transaction.
+
+Every write is an idempotent upsert keyed by the contract's identities (a
+session is (source, cwd, session_id); a message is (session, message_id)), so
+reading the same line twice, after a crash or a rename, never duplicates.
+Secrets are redacted here, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import apsw
+import orjson
+
+from ..model import MessageEvent, SessionEvent, TitleEvent
+from ..text.redact import Redactor
+from ..text.tokens import index_body
+
+
+def fts_body(text: str, attachment_names: list[str]) -> str:
+    """The FTS5 document of one message: its text, then its attachment names."""
+    body = index_body(text)
+    if attachment_names:
+        body += "\n" + index_body("\n".join(attachment_names))
+    return body
+
+
+class Writer:
+    def __init__(self, conn: apsw.Connection, redactor: Redactor):
+        self.conn = conn
+        self.redactor = redactor
+        self._sessions: dict[tuple[str, str, str], int] = {}
+        self._next_seq: dict[int, int] = {}
+        self.counts: Counter[str] = Counter()
+
+    def forget(self) -> None:
+        """Drop caches after a rollback, so nothing refers to undone rows."""
+        self._sessions.clear()
+        self._next_seq.clear()
+
+    def _redact(self, text: str) -> str:
+        text, n = self.redactor.redact(text)
+        self.counts["secrets_redacted"] += n
+        return text
+
+    def session_row(self, source: str, cwd: str, session_id: str, started_at: str | None = None) -> int:
+        key = (source, cwd, session_id)
+        row = self._sessions.get(key)
+        if row is None:
+            self.conn.execute(
+                "INSERT INTO sessions(source, cwd, session_id, started_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(source, cwd, session_id) DO NOTHING",
+                (source, cwd, session_id, started_at),
+            )
+            row = self.conn.execute(
+                "SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?", key
+            ).fetchone()[0]
+            self._sessions[key] = row
+        return row
+
+    def apply(self, source: str, file_id: int, events) -> None:
+        for ev in events:
+            if isinstance(ev, MessageEvent):
+                self._message(source, file_id, ev)
+            elif isinstance(ev, SessionEvent):
+                row = self.session_row(source, ev.cwd, ev.session_id, ev.started_at)
+                self.conn.execute(
+                    "UPDATE sessions SET started_at = coalesce(started_at, ?), title = coalesce(?, title) WHERE id = ?",
+                    (ev.started_at, self._redact(ev.title) if ev.title else None, row),
+                )
+            elif isinstance(ev, TitleEvent):
+                row = self.session_row(source, ev.cwd, ev.session_id)
+                self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (self._redact(ev.title), row))
+
+    def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
+        session = self.session_row(source, ev.cwd, ev.session_id)
+        old = self.conn.execute(
+            "SELECT id, settled, text FROM messages WHERE session = ? AND message_id = ?", (session, ev.message_id)
+        ).fetchone()
+        names: list[str] = []
+        atts = None
+        if ev.attachments:
+            items = []
+            for a in ev.attachments:
+                d = a.model_dump()
+                d["name"] = self._redact(a.name)
+                names.append(d["name"])
+                items.append(d)
+            atts = orjson.dumps(items).decode()
+        if ev.settled:
+            text = self._redact(ev.text)
+        elif old is None:
+            text = self._redact(ev.text)
+        elif old[1]:
+            self.counts["skipped:delta_after_settle"] += 1
+            return
+        else:
+            text, n = self.redactor.append(old[2], ev.text)
+            self.counts["secrets_redacted"] += n
+            if atts is None:  # a delta carries no attachments of its own; keep the earlier ones
+                prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (old[0],)).fetchone()[0]
+                atts = prev
+                names = [a["name"] for a in orjson.loads(prev)] if prev else []
+        if old is None:
+            seq = self._seq(session)
+            rowid = self.conn.execute(
+                "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
+            ).fetchone()[0]
+            self.counts["messages_added"] += 1
+        else:
+            rowid = old[0]
+            self.conn.execute(
+                "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ? "
+                "WHERE id = ?",
+                (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, rowid),
+            )
+            self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+            self.counts["messages_updated"] += 1
+        self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(text, names)))
+
+    def _seq(self, session: int) -> int:
+        nxt = self._next_seq.get(session)
+        if nxt is None:
+            nxt = self.conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE session = ?", (session,)).fetchone()[0]
+        self._next_seq[session] = nxt + 1
+        return nxt

@@ -1,0 +1,47 @@
+"""What is searchable of each message, by role (contract §2.2)."""
+
+from __future__ import annotations
+
+import orjson
+
+
+def _leaves(value, out: list[str]) -> None:
+    if isinstance(value, str):
+        if value:
+            out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _leaves(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _leaves(v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def visible_text(text: str) -> str:
+    """The text content of a JSON envelope (string leaves, one a line), or the
+    text itself when it is not JSON; escaping and punctuation never reach the
+    index or a passage."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
+        return text
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    out: list[str] = []
+    _leaves(value, out)
+    return "\n".join(out)
+
+
+def project(role: str, text: str, tool_name: str | None = None) -> str | None:
+    """The searchable text of one message, or None when the role is not indexed."""
+    if role in ("user", "assistant"):
+        return text
+    if role == "tool_call":
+        args = visible_text(text)
+        return f"{tool_name}\n{args}" if tool_name else args
+    if role == "tool_result":
+        return visible_text(text)
+    return None  # system text is not indexed by default

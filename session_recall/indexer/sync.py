@@ -1,0 +1,362 @@
+"""One incremental pass: bring the index level with a set of source paths.
+
+Per file the index keeps a byte offset, a signature of the prefix already read,
+and the parser's state at that offset. Appends are read from the offset; a file
+that shrank or whose prefix changed is re-read from the start (its messages
+replaced); a changed `.zst` is re-read whole. Each batch is one transaction that
+also advances the offset, the parser state and the skip counts, so a kill at
+any point loses nothing and duplicates nothing: the next pass resumes at the
+last committed offset.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import orjson
+import zstandard
+
+from ..migrations import create_fts
+from ..store import Store, utcnow
+from ..text.redact import REDACTOR_VERSION, Redactor
+from ..text.tokens import TOKENIZER_VERSION
+from . import files as F
+from .ingest import Writer, fts_body
+from .sources import Skip, detect_kind, kinds
+
+KINDS = ("auto", "canonical")
+BATCH_LINES = 20_000
+BATCH_BYTES = 16 << 20
+DETECT_LINES = 8
+
+
+@dataclass
+class SyncReport:
+    sources: list[dict] = field(default_factory=list)
+    files: int = 0
+    files_read: int = 0
+    files_reset: int = 0
+    files_missing: int = 0
+    files_renamed: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    messages_added: int = 0
+    messages_updated: int = 0
+    secrets_redacted: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    rebuilt: bool = False
+    elapsed_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+Progress = Callable[[str, int, int], None]  # (path, bytes done in this file, bytes of this file)
+
+
+class Syncer:
+    def __init__(self, store: Store, *, progress: Progress | None = None,
+                 batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES):
+        self.store = store
+        self.conn = store.conn
+        self.progress = progress
+        self.batch_lines = batch_lines
+        self.batch_bytes = batch_bytes
+        self.redactor = Redactor(bytes.fromhex(store.meta("redaction_key") or ""))
+        self.writer = Writer(self.conn, self.redactor)
+        self.report = SyncReport()
+        self.skipped: Counter[str] = Counter()
+        self.stop_requested = False
+
+    # --- entry points -----------------------------------------------------------
+
+    def run(self, paths: list[str] | None, kind: str = "auto", *, prune: bool = False) -> SyncReport:
+        """Sync the given paths (registering them as sources), or every known source."""
+        t0 = time.perf_counter()
+        with self.store.writer():
+            if self.store.stale_versions():
+                self.rebuild()
+            sources = self._sources(paths, kind)
+            for source_id, source_path, source_kind in sources:
+                if self.stop_requested:
+                    break
+                self._sync_source(source_id, source_path, source_kind, prune=prune)
+        r = self.report
+        r.skipped = dict(sorted(self.skipped.items()))
+        r.messages_added = self.writer.counts["messages_added"]
+        r.messages_updated = self.writer.counts["messages_updated"]
+        r.secrets_redacted = self.writer.counts["secrets_redacted"]
+        r.elapsed_s = round(time.perf_counter() - t0, 3)
+        return r
+
+    def sync_files(self, paths: list[str]) -> SyncReport:
+        """Sync only these files (the watcher's path): each under its known source."""
+        with self.store.writer():
+            for path in paths:
+                real = os.path.realpath(path)
+                src = self._source_of(real)
+                if src is None:
+                    continue
+                source_id, _source_path, source_kind = src
+                if os.path.exists(real):
+                    self._sync_file(source_id, source_kind, real, {})
+                else:
+                    with self.store.atomic():
+                        self.conn.execute("UPDATE files SET missing = 1 WHERE path = ?", (real,))
+        self.report.messages_added = self.writer.counts["messages_added"]
+        self.report.messages_updated = self.writer.counts["messages_updated"]
+        return self.report
+
+    # --- sources ----------------------------------------------------------------
+
+    def _sources(self, paths: list[str] | None, kind: str) -> list[tuple[int, str, str]]:
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        if paths:
+            with self.store.atomic():
+                for p in paths:
+                    real = os.path.realpath(os.path.expanduser(p))
+                    self.conn.execute(
+                        "INSERT INTO sources(path, kind, added_at) VALUES (?, ?, ?) "
+                        "ON CONFLICT(path) DO UPDATE SET kind = excluded.kind",
+                        (real, kind, utcnow()),
+                    )
+            wanted = [os.path.realpath(os.path.expanduser(p)) for p in paths]
+            rows = [self.conn.execute("SELECT id, path, kind FROM sources WHERE path = ?", (p,)).fetchone() for p in wanted]
+        else:
+            rows = list(self.conn.execute("SELECT id, path, kind FROM sources ORDER BY id"))
+        return [tuple(r) for r in rows]
+
+    def _source_of(self, real: str) -> tuple[int, str, str] | None:
+        best = None
+        for sid, spath, skind in self.conn.execute("SELECT id, path, kind FROM sources"):
+            if real == spath or real.startswith(spath.rstrip("/") + "/"):
+                if best is None or len(spath) > len(best[1]):
+                    best = (sid, spath, skind)
+        return best
+
+    def _sync_source(self, source_id: int, source_path: str, kind: str, *, prune: bool) -> None:
+        problems: Counter[str] = Counter()
+        found = F.discover(source_path, problems)
+        self.skipped.update(problems)
+        known = {
+            row[0]: row
+            for row in self.conn.execute(
+                "SELECT path, id, dev, ino, offset, prefix_hash FROM files WHERE source_id = ?", (source_id,)
+            )
+        }
+        found_real = {os.path.realpath(p): p for p in found}
+        gone = {p: row for p, row in known.items() if p not in found_real}
+        # A new path whose inode and consumed prefix match a vanished file is
+        # that file renamed: move its record rather than read it twice.
+        for real in found_real:
+            if real in known or not gone:
+                continue
+            try:
+                st = os.stat(real)
+            except OSError:
+                continue
+            for old_path, row in list(gone.items()):
+                _, fid, dev, ino, offset, phash = row
+                if (dev, ino) == (st.st_dev, st.st_ino) and (
+                    F.is_zst(real) or st.st_size >= offset and F.prefix_hash(real, offset) == phash
+                ):
+                    with self.store.atomic():
+                        self.conn.execute("UPDATE files SET path = ?, missing = 0 WHERE id = ?", (real, fid))
+                    del gone[old_path]
+                    self.report.files_renamed += 1
+                    break
+        if gone:
+            with self.store.atomic():
+                for old_path, row in gone.items():
+                    if prune:
+                        self._delete_file_messages(row[1])
+                        self.conn.execute("DELETE FROM file_skips WHERE file_id = ?", (row[1],))
+                        self.conn.execute("DELETE FROM files WHERE id = ?", (row[1],))
+                    else:
+                        self.conn.execute("UPDATE files SET missing = 1 WHERE id = ?", (row[1],))
+                if prune:
+                    self.conn.execute(
+                        "DELETE FROM sessions WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.session = sessions.id)"
+                    )
+            self.report.files_missing += len(gone)
+        n_files = 0
+        for real in found_real:
+            if self.stop_requested:
+                break
+            n_files += self._sync_file(source_id, kind, real, problems)
+        self.skipped.update(problems)
+        with self.store.atomic():
+            self.conn.execute("UPDATE sources SET last_indexed_at = ? WHERE id = ?", (utcnow(), source_id))
+        self.report.sources.append({"path": source_path, "kind": kind, "files": n_files})
+        self.report.files += n_files
+
+    # --- one file ---------------------------------------------------------------
+
+    def _sync_file(self, source_id: int, source_kind: str, path: str, problems: Counter[str]) -> int:
+        """Bring one file level; return 1 if it is a log of a known kind, else 0."""
+        try:
+            st = os.stat(path)
+            row = self.conn.execute(
+                "SELECT id, kind, size, mtime_ns, offset, prefix_hash, state, missing FROM files WHERE path = ?", (path,)
+            ).fetchone()
+            if row is None:
+                kind = source_kind if source_kind != "auto" else self._detect(path)
+                if kind is None:
+                    problems["unknown_kind"] += 1
+                    return 0
+                with self.store.atomic():
+                    fid = self.conn.execute(
+                        "INSERT INTO files(path, source_id, kind, dev, ino) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                        (path, source_id, kind, st.st_dev, st.st_ino),
+                    ).fetchone()[0]
+                row = (fid, kind, -1, -1, 0, None, None, 0)
+            fid, kind, size, mtime_ns, offset, phash, state, missing = row
+            if missing:
+                with self.store.atomic():
+                    self.conn.execute("UPDATE files SET missing = 0 WHERE id = ?", (fid,))
+            if (st.st_size, st.st_mtime_ns) == (size, mtime_ns):
+                return 1
+            if F.is_zst(path):
+                ident = F.file_identity(path, st.st_size)
+                if ident != phash:
+                    self._reset(fid, prefix=ident)
+                    offset, state = 0, None
+            elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
+                self._reset(fid, prefix=None)
+                offset, state = 0, None
+            self._read(fid, kind, path, offset, orjson.loads(state) if state else {}, st)
+            return 1
+        except PermissionError:
+            problems["unreadable_file"] += 1
+        except FileNotFoundError:
+            problems["vanished_file"] += 1  # deleted between listing and reading
+        except zstandard.ZstdError:
+            problems["corrupt_zst"] += 1
+        return 0
+
+    def _detect(self, path: str) -> str | None:
+        first: list[bytes] = []
+        for line, _ in F.read_lines(path, 0):
+            first.append(line)
+            if len(first) >= DETECT_LINES:
+                break
+        return detect_kind(first)
+
+    def _delete_file_messages(self, fid: int) -> None:
+        self.conn.execute("DELETE FROM message_fts WHERE rowid IN (SELECT id FROM messages WHERE file_id = ?)", (fid,))
+        self.conn.execute("DELETE FROM messages WHERE file_id = ?", (fid,))
+
+    def _reset(self, fid: int, *, prefix: str | None) -> None:
+        """The file was rewritten: what it held is replaced by what it holds now."""
+        with self.store.atomic():
+            self._delete_file_messages(fid)
+            self.conn.execute("DELETE FROM file_skips WHERE file_id = ?", (fid,))
+            self.conn.execute(
+                "UPDATE files SET offset = 0, state = NULL, prefix_hash = ?, size = -1, mtime_ns = -1 WHERE id = ?",
+                (prefix, fid),
+            )
+        self.writer.forget()
+        self.report.files_reset += 1
+
+    def _read(self, fid: int, kind: str, path: str, offset: int, state: dict, st: os.stat_result) -> None:
+        parser = kinds()[kind](path, state)
+        zst = F.is_zst(path)
+        events: list = []
+        skips: Counter[str] = Counter()
+        batch_start = offset
+        end = offset
+        n_lines = 0
+        total = st.st_size
+
+        def commit() -> None:
+            nonlocal batch_start, n_lines
+            with self.store.atomic():
+                try:
+                    self.writer.apply(kind, fid, events)
+                except BaseException:
+                    self.writer.forget()
+                    raise
+                if zst:
+                    self.conn.execute("UPDATE files SET offset = ?, state = ? WHERE id = ?",
+                                      (end, orjson.dumps(parser.state).decode(), fid))
+                else:
+                    self.conn.execute(
+                        "UPDATE files SET offset = ?, state = ?, prefix_hash = ? WHERE id = ?",
+                        (end, orjson.dumps(parser.state).decode(), F.prefix_hash(path, end), fid),
+                    )
+                for reason, n in skips.items():
+                    self.conn.execute(
+                        "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
+                        "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
+                        (fid, reason, n),
+                    )
+            self.skipped.update(skips)
+            self.report.bytes_read += end - batch_start
+            self.report.lines += n_lines
+            events.clear()
+            skips.clear()
+            batch_start = end
+            n_lines = 0
+            if self.progress:
+                self.progress(path, end, total)
+
+        for line, end in F.read_lines(path, offset):
+            n_lines += 1
+            try:
+                events.extend(parser.feed(line))
+            except Skip as s:
+                skips[s.reason] += 1
+            if parser.notes:
+                skips.update(parser.notes)
+                parser.notes.clear()
+            if n_lines >= self.batch_lines or end - batch_start >= self.batch_bytes:
+                commit()
+                if self.stop_requested:
+                    return
+        if end != batch_start or events or skips:
+            commit()
+        with self.store.atomic():
+            self.conn.execute(
+                "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
+                (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, utcnow(), fid),
+            )
+        self.report.files_read += 1
+
+    # --- versions ---------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """The tokenizer or redactor changed: derive everything again.
+
+        Files still on disk are re-read from the start. Messages whose file is
+        gone (harnesses delete old transcripts; the index is where they survive)
+        are re-redacted and re-tokenized from their stored text."""
+        with self.store.atomic():
+            self.conn.execute("DROP TABLE IF EXISTS message_fts")
+            create_fts(self.conn)
+            self.conn.execute(
+                "DELETE FROM messages WHERE file_id IS NULL OR file_id IN (SELECT id FROM files WHERE missing = 0)"
+            )
+            self.conn.execute("DELETE FROM file_skips WHERE file_id IN (SELECT id FROM files WHERE missing = 0)")
+            self.conn.execute(
+                "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
+            )
+            for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
+                text, _ = self.redactor.redact(text, keep_placeholders=True)
+                names = []
+                if atts:
+                    items = orjson.loads(atts)
+                    for a in items:
+                        a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
+                        names.append(a["name"])
+                    atts = orjson.dumps(items).decode()
+                self.conn.execute("UPDATE messages SET text = ?, attachments = ? WHERE id = ?", (text, atts, rowid))
+                self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(text, names)))
+            self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
+            self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+        self.writer.forget()
+        self.report.rebuilt = True

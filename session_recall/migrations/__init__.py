@@ -1,0 +1,127 @@
+"""Numbered migrations, applied in order on every open.
+
+Each migration is a function `mNNN_name(conn)` registered in MIGRATIONS. The
+runner records each by name in `_migrations`, inside the same transaction as its
+changes, so a crash mid-migration leaves it either applied and recorded or not
+at all; an open that finds a migration unrecorded simply applies it again.
+The FTS5 schema is created here and nowhere else (the rebuild after a tokenizer
+change recreates it through `create_fts`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable
+
+import apsw
+
+from ..text.tokens import FTS_TOKENIZE
+
+
+def create_fts(conn: apsw.Connection) -> None:
+    # Contentless with delete support: the text lives once, in `messages`;
+    # FTS5 keeps only the inverted index of the bigram-rewritten body
+    # (docs/storage.md has the measurements behind this choice).
+    conn.execute(
+        "CREATE VIRTUAL TABLE message_fts USING fts5("
+        f"body, content='', contentless_delete=1, tokenize=\"{FTS_TOKENIZE}\")"
+    )
+
+
+def m001_initial(conn: apsw.Connection) -> None:
+    conn.execute(
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE sources(
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL,
+            added_at TEXT NOT NULL,
+            last_indexed_at TEXT
+        );
+        CREATE TABLE files(
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            source_id INTEGER NOT NULL REFERENCES sources(id),
+            kind TEXT NOT NULL,
+            dev INTEGER, ino INTEGER,
+            size INTEGER NOT NULL DEFAULT -1,     -- st_size when last read to the end
+            mtime_ns INTEGER NOT NULL DEFAULT -1,
+            offset INTEGER NOT NULL DEFAULT 0,    -- bytes consumed (decompressed, for .zst)
+            prefix_hash TEXT,                     -- plain: sample of the consumed prefix; .zst: of the file
+            state TEXT,                           -- the parser's context (JSON) at `offset`
+            missing INTEGER NOT NULL DEFAULT 0,
+            indexed_at TEXT
+        );
+        CREATE TABLE file_skips(
+            file_id INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY(file_id, reason)
+        ) WITHOUT ROWID;
+        CREATE TABLE sessions(
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            title TEXT,
+            started_at TEXT,
+            updated_at TEXT,
+            UNIQUE(source, cwd, session_id)
+        );
+        CREATE INDEX sessions_cwd ON sessions(cwd);
+        CREATE TABLE messages(
+            id INTEGER PRIMARY KEY,
+            session INTEGER NOT NULL REFERENCES sessions(id),
+            message_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            ts TEXT,
+            text TEXT NOT NULL,                   -- projected, redacted, not folded
+            attachments TEXT,                     -- JSON list, names redacted
+            settled INTEGER NOT NULL,
+            file_id INTEGER,
+            UNIQUE(session, message_id)
+        );
+        CREATE INDEX messages_turn ON messages(session, turn_id, seq);
+        CREATE INDEX messages_file ON messages(file_id);
+        """
+    )
+    create_fts(conn)
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [m001_initial]
+
+
+def applied(conn: apsw.Connection) -> list[str]:
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]
+
+
+def apply(conn: apsw.Connection, upto: int | None = None) -> list[str]:
+    """Apply every migration not yet recorded (the first `upto` only, for tests)."""
+    done: list[str] = []
+    for fn in MIGRATIONS[:upto]:
+        name = fn.__name__
+        if name in applied(conn):
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the lock.
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone() is None:
+                fn(conn)
+                conn.execute(
+                    "INSERT INTO _migrations(name, applied_at) VALUES (?, ?)",
+                    (name, _dt.datetime.now(_dt.timezone.utc).isoformat()),
+                )
+                done.append(name)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return done
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    return len(applied(conn))

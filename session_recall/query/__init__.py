@@ -1,0 +1,1 @@
+"""The query side: parse, match (verification), retrieve; it never imports the indexer."""

@@ -1,0 +1,36 @@
+"""Verification: does a folded term occur in a message (docs/matching.md)?
+
+FTS5 returns candidates that contain a term's tokens in order; this decides.
+A term matches a field where it occurs as a substring of the field's match
+text, and, at each end of the term that is a word character, the text has no
+word character right beside it (whole words for Latin and digits; CJK and
+symbols match anywhere).
+"""
+
+from __future__ import annotations
+
+from ..text.fold import is_word_char, match_text
+
+
+def occurs(term: str, text: str) -> bool:
+    """`term` is folded and stripped; `text` is a match text."""
+    n = len(term)
+    if not n:
+        return False
+    check_left = is_word_char(term[0])
+    check_right = is_word_char(term[-1])
+    start = text.find(term)
+    while start != -1:
+        end = start + n
+        if (not check_left or start == 0 or not is_word_char(text[start - 1])) and (
+            not check_right or end == len(text) or not is_word_char(text[end])
+        ):
+            return True
+        start = text.find(term, start + 1)
+    return False
+
+
+def message_matches(terms: list[str], text: str, attachment_names: list[str]) -> bool:
+    """Every term occurs in the text or in one of the attachment names."""
+    fields = [match_text(text)] + [match_text(n) for n in attachment_names]
+    return all(any(occurs(t, f) for f in fields) for t in terms)

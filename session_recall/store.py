@@ -1,0 +1,135 @@
+"""The one object that owns the database: connection, pragmas, transactions,
+migrations on open, recorded versions, and the single-writer lock.
+
+Readers and the writer may live in different processes. WAL lets readers go on
+reading the last committed state while the writer commits, so a reader never
+waits on the writer; the busy timeout covers the short checkpoint windows.
+Only one process may write: `writer()` takes an exclusive advisory lock on a
+file beside the database and refuses a second writer, naming the holder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from . import migrations
+from .text.redact import REDACTOR_VERSION
+from .text.tokens import TOKENIZER_VERSION
+
+BUSY_TIMEOUT_MS = 5000
+
+
+class WriterBusy(RuntimeError):
+    """Another process holds the writer lock of this database."""
+
+
+def utcnow() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path).expanduser().resolve()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = apsw.Connection(str(self.path))
+        self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL is durable against a killed process in WAL mode; an OS crash may
+        # drop the last commits, but never half of one (offsets commit with data).
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self.conn.execute("PRAGMA cache_size=-65536")
+        migrations.apply(self.conn)
+        self._lock_fd: int | None = None
+        self._ensure_meta()
+
+    # --- meta -----------------------------------------------------------------
+
+    def _ensure_meta(self) -> None:
+        with self.atomic():
+            for key, value in (
+                ("created_at", utcnow()),
+                ("tokenizer_version", str(TOKENIZER_VERSION)),
+                ("redactor_version", str(REDACTOR_VERSION)),
+                ("redaction_key", secrets.token_hex(32)),
+            ):
+                self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def versions(self) -> dict[str, int]:
+        return {
+            "schema_version": migrations.schema_version(self.conn),
+            "tokenizer_version": int(self.meta("tokenizer_version") or 0),
+            "redactor_version": int(self.meta("redactor_version") or 0),
+        }
+
+    def stale_versions(self) -> bool:
+        """True when the index was built by another tokenizer or redactor."""
+        v = self.versions()
+        return v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+
+    # --- transactions -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[apsw.Connection]:
+        """One write transaction, taken immediately so it never deadlocks on upgrade."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # --- the writer lock --------------------------------------------------------
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Store]:
+        """Hold the single-writer lock for the duration; refuse if another has it."""
+        if self._lock_fd is not None:  # re-entrant within one process
+            yield self
+            return
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "an unknown process"
+            os.close(fd)
+            raise WriterBusy(
+                f"{self.path} is being indexed by {holder}; only one indexer may write at a time "
+                "(searches keep working meanwhile). Stop that process or wait for it to finish."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} (since {utcnow()})".encode(), 0)
+        self._lock_fd = fd
+        try:
+            yield self
+        finally:
+            self._lock_fd = None
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def close(self) -> None:
+        self.conn.close()

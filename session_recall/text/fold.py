@@ -1,0 +1,73 @@
+"""Folding and the character classes the match predicate is written in.
+
+fold() is applied to stored text and to query terms alike: Unicode NFKC, then
+full case folding. match_text() is what the predicate (docs/matching.md) reads:
+the folded text with redaction placeholders blanked out (so nothing inside a
+placeholder can ever match) and every run of white space collapsed to one space.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+# Han (with extensions and compatibility ideographs), kana, Hangul, and the
+# iteration/zero marks that live among them. These characters form "CJK runs":
+# they are indexed as overlapping bigrams and match as exact substrings.
+CJK_CLASS = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3005\u3006\u3007"  # 々 〆 〇
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\ua960-\ua97f"  # Hangul Jamo extended A
+    "\uac00-\ud7af"  # Hangul syllables
+    "\ud7b0-\ud7ff"  # Hangul Jamo extended B
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U00020000-\U0003ffff"  # CJK extensions B and later
+)
+CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+HAS_CJK = re.compile(f"[{CJK_CLASS}]")
+
+# Redaction placeholders as stored: PLACEHOLDER_OPEN kind ":" hash PLACEHOLDER_CLOSE.
+# Private-use characters never come out of a log (ingest replaces them), so a
+# placeholder cannot be forged by the text around it.
+PLACEHOLDER_OPEN = "\ue000"
+PLACEHOLDER_CLOSE = "\ue001"
+PLACEHOLDER = re.compile("\ue000([a-z0-9_]+):([0-9a-f]{8})\ue001")
+
+_WS = re.compile(r"\s+")
+
+
+def fold(text: str) -> str:
+    """NFKC, then full case folding: the one normal form of text and queries."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def blank_placeholders(text: str) -> str:
+    if PLACEHOLDER_OPEN not in text:
+        return text
+    return PLACEHOLDER.sub(" ", text)
+
+
+def match_text(text: str) -> str:
+    """The string the match predicate reads for one stored field."""
+    return _WS.sub(" ", fold(blank_placeholders(text)))
+
+
+@lru_cache(maxsize=65536)
+def is_word_char(ch: str) -> bool:
+    """A letter, digit, mark or private-use character that is not CJK.
+
+    This is a superset of what SQLite's unicode61 tokenizer (configured with
+    categories 'L* N* Co M*') keeps inside a token, which is what keeps the
+    FTS5 candidates a superset of the true matches.
+    """
+    if HAS_CJK.match(ch):
+        return False
+    cat = unicodedata.category(ch)
+    return cat[0] in "LNM" or cat == "Co"

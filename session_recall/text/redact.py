@@ -1,0 +1,118 @@
+"""Secrets out, at ingest: the derived database never holds one.
+
+Each secret becomes a placeholder that records its kind and a keyed hash
+(HMAC-SHA256 with a per-database key, cut to 8 hex digits), so output can
+render it either as `[redacted:kind]` (mask) or `#xxxxxxxx` (hash, equal for two
+mentions of the same secret). Placeholders are blanked before matching and
+tokenizing, so a query can never hit a term inside one.
+
+The same patterns refuse credential-shaped queries: answering "does any message
+contain sk-abc…" prefix by prefix would leak the secret one character at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+
+from .fold import PLACEHOLDER, PLACEHOLDER_CLOSE, PLACEHOLDER_OPEN
+
+REDACTOR_VERSION = 1
+
+# Order matters: the more specific kinds come first, and the alternation takes
+# the first that matches at a position.
+_PATTERNS: list[tuple[str, str]] = [
+    ("private_key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)"),
+    # An HTTP bearer credential: long, and with a digit, so prose ("bearer of") passes.
+    ("bearer", r"\b[Bb]earer\s+(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*"),
+    ("anthropic_key", r"sk-ant-[A-Za-z0-9_\-]{8,}"),
+    ("stripe_key", r"(?:sk|rk)_live_[A-Za-z0-9]{8,}"),
+    ("openai_key", r"sk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{16,}"),
+    ("github_token", r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    ("aws_key", r"(?:AKIA|ASIA)[A-Z0-9]{16}"),
+    ("slack_token", r"xox[abposr]-[A-Za-z0-9\-]{8,}"),
+    ("jwt", r"eyJ[A-Za-z0-9_\-]{4,}\.eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{8,}"),
+    ("url_password", r"(?<=://)[^\s:/@]+:[^\s@/]+(?=@)"),
+    ("password", r"(?i:(?<=password=)|(?<=passwd=)|(?<=pwd=)|(?<=api_key=)|(?<=apikey=)|(?<=api-key=)|(?<=secret=)|(?<=token=))[^\s&\"',;]{3,}"),
+    ("email", r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
+]
+_SECRET = re.compile("|".join(f"(?P<{kind}>{pat})" for kind, pat in _PATTERNS))
+# Characters a secret may continue with when it arrives split across deltas.
+_CONTINUATION = re.compile(r"[A-Za-z0-9_\-+/=.]+")
+
+KINDS = tuple(kind for kind, _ in _PATTERNS)
+
+
+@dataclass
+class Redactor:
+    key: bytes
+
+    def _placeholder(self, kind: str, secret: str) -> str:
+        digest = hmac.new(self.key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:8]
+        return f"{PLACEHOLDER_OPEN}{kind}:{digest}{PLACEHOLDER_CLOSE}"
+
+    def redact(self, text: str, *, keep_placeholders: bool = False) -> tuple[str, int]:
+        """Replace every secret with its placeholder; return the text and the count.
+
+        Text from a log may not carry placeholder delimiters (they are replaced
+        with U+FFFD), so every stored placeholder is the redactor's own. Text
+        already redacted (`keep_placeholders`) keeps its placeholders and has
+        only the spans between them redacted again."""
+        count = 0
+
+        def sub(m: re.Match) -> str:
+            nonlocal count
+            count += 1
+            return self._placeholder(m.lastgroup or "secret", m.group())
+
+        if not keep_placeholders:
+            return _SECRET.sub(sub, scrub(text)), count
+        out: list[str] = []
+        pos = 0
+        for m in PLACEHOLDER.finditer(text):
+            out.append(_SECRET.sub(sub, text[pos : m.start()]))
+            out.append(m.group())
+            pos = m.end()
+        out.append(_SECRET.sub(sub, text[pos:]))
+        return "".join(out), count
+
+    def append(self, stored: str, fragment: str) -> tuple[str, int]:
+        """Redact `stored + fragment` for a streaming message.
+
+        `stored` is already redacted. A secret split across fragments is caught
+        because its unredacted head is still in `stored`; when the head alone
+        was already a secret, the fragment's continuation is folded into that
+        placeholder rather than stored bare."""
+        fragment = scrub(fragment)
+        if stored.endswith(PLACEHOLDER_CLOSE):
+            m = _CONTINUATION.match(fragment)
+            if m:
+                fragment = fragment[m.end() :]
+        return self.redact(stored + fragment, keep_placeholders=True)
+
+
+def scrub(text: str) -> str:
+    """Log text never carries placeholder delimiters of its own."""
+    if PLACEHOLDER_OPEN in text or PLACEHOLDER_CLOSE in text:
+        return text.replace(PLACEHOLDER_OPEN, "\ufffd").replace(PLACEHOLDER_CLOSE, "\ufffd")
+    return text
+
+
+def find_secret(text: str) -> str | None:
+    """The kind of the first credential-shaped span in text, or None."""
+    m = _SECRET.search(text)
+    return m.lastgroup if m else None
+
+
+def render(text: str, mode: str) -> tuple[str, int]:
+    """Turn stored placeholders into output: `mask` or `hash`; count them."""
+    count = 0
+
+    def sub(m: re.Match) -> str:
+        nonlocal count
+        count += 1
+        return f"[redacted:{m.group(1)}]" if mode == "mask" else f"#{m.group(2)}"
+
+    return PLACEHOLDER.sub(sub, text), count
