@@ -1,9 +1,19 @@
-"""Where things live. (Policies, budgets and the TOML file grow here.)"""
+"""Settings: a TOML file, overridden by environment variables (RECALL_*).
+
+The file is `$XDG_CONFIG_HOME/session-recall/config.toml` (`~/.config/...`) or
+the one named by `--config` / `RECALL_CONFIG`. Every key is optional; a wrong
+key or value stops with a message that names the key and what it allows.
+"""
 
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 
 def data_dir() -> Path:
@@ -11,7 +21,76 @@ def data_dir() -> Path:
     return Path(base) / "session-recall"
 
 
+def config_path() -> Path:
+    env = os.environ.get("RECALL_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "session-recall" / "config.toml"
+
+
 def default_db() -> Path:
     """`RECALL_DB`, else recall.db under the user's XDG data directory."""
     env = os.environ.get("RECALL_DB")
     return Path(env).expanduser() if env else data_dir() / "recall.db"
+
+
+class SourceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    kind: Literal["auto", "canonical", "claude-code", "codex"] = "auto"
+
+
+class Settings(BaseSettings):
+    """Policies and budgets. Defaults are what a careful user would pick."""
+
+    model_config = SettingsConfigDict(env_prefix="RECALL_", extra="forbid", env_nested_delimiter="__")
+
+    sources: list[SourceConfig] = Field(default_factory=list)
+    # all_projects: allow (default), deny, or confirm (ask the user; no answer means no).
+    all_projects: Literal["allow", "deny", "confirm"] = "allow"
+    allow_cwds: list[str] = Field(default_factory=list, description="if set, only sessions under these cwds")
+    deny_cwds: list[str] = Field(default_factory=list, description="never sessions under these; wins over allow")
+    pinned_cwds: list[str] = Field(default_factory=list, description="sessions under these rank first")
+    recency_half_life_days: float | None = Field(default=None, gt=0)
+    redaction: Literal["mask", "hash"] = "mask"
+    default_limit: int = Field(default=5, ge=1, le=100)
+    max_limit: int = Field(default=50, ge=1, le=500)
+    # The exact scan that answers where the index cannot vouch visits at most
+    # this many sessions, most recent first (docs/recall.md).
+    scan_budget_sessions: int = Field(default=200, ge=1)
+    # First use: an empty index with known sources is built before answering,
+    # for at most this long (an agent's tool call times out after seconds).
+    first_use_budget_s: float = Field(default=8.0, ge=0)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = settings_cls.model_config.get("toml_file") or config_path()
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
+
+
+class ConfigError(ValueError):
+    """Bad configuration: the message names the key and the allowed values."""
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Settings:
+    if path and not Path(path).expanduser().exists():
+        raise ConfigError(f"config file {path} does not exist")
+    cls = Settings
+    if path:
+        cfg = SettingsConfigDict(**{**Settings.model_config, "toml_file": Path(path).expanduser()})
+        cls = type("FileSettings", (Settings,), {"model_config": cfg})
+    try:
+        return cls(**overrides)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path or config_path()} is not valid TOML: {e}") from None
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                lines.append(f"{key}: unknown key; the keys are {', '.join(Settings.model_fields)}")
+            else:
+                lines.append(f"{key}: {err['msg']}; got {err.get('input')!r}")
+        raise ConfigError("bad configuration in " + str(path or config_path()) + ":\n  " + "\n  ".join(lines)) from None

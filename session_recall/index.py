@@ -3,24 +3,45 @@
 from __future__ import annotations
 
 import os
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
-from .config import default_db
+import orjson
+
+from .config import Settings, default_db, load_settings
 from .indexer.sync import Progress, Syncer, SyncReport
-from .query.retrieve import Hit, Retriever
-from .store import Store
+from .model import Envelope
+from .query.engine import Engine, Run
+from .query.gates import Confirm, Scope
+from .store import Store, WriterBusy
+
+
+@dataclass
+class Match:
+    """One message matching a query (Index.search)."""
+
+    message_id: str
+    role: str
+    ts: str | None
+    text: str
+    attachments: list[dict]
+    score: float
 
 
 class Index:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, settings: Settings):
         self.store = store
-        self._retriever = Retriever(store.conn)
+        self.settings = settings
+        self.engine = Engine(store.conn, settings)
         self._syncer: Syncer | None = None
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str] | None = None) -> Index:
+    def open(cls, path: str | os.PathLike[str] | None = None, *, settings: Settings | None = None,
+             config: str | os.PathLike[str] | None = None) -> Index:
         """Open (creating or migrating) the index database."""
-        return cls(Store(path or default_db()))
+        settings = settings or load_settings(config)
+        return cls(Store(path or default_db()), settings)
 
     def __enter__(self) -> Index:
         return self
@@ -32,6 +53,10 @@ class Index:
         self.store.close()
 
     # --- indexing ---------------------------------------------------------------
+
+    def configured_sources(self) -> list[tuple[str, str]]:
+        """Sources from the settings, as (path, kind)."""
+        return [(os.path.expanduser(s.path), s.kind) for s in self.settings.sources]
 
     def sync(self, paths: list[str] | str | None = None, kind: str = "auto", *,
              prune: bool = False, progress: Progress | None = None) -> SyncReport:
@@ -51,16 +76,67 @@ class Index:
         if self._syncer is not None:
             self._syncer.stop_requested = True
 
+    def _first_use(self) -> dict[str, str]:
+        """An empty index with known sources is built before answering, within
+        the first-use budget; the gaps say how far it got."""
+        if self.store.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is not None:
+            return {}
+        known = self.store.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        configured = self.configured_sources()
+        if not known and not configured:
+            return {}
+        timer = threading.Timer(self.settings.first_use_budget_s, self.stop)
+        timer.start()
+        try:
+            if configured:
+                for path, kind in configured:
+                    if os.path.exists(path):
+                        self.sync([path], kind)
+            else:
+                self.sync(None)
+        except WriterBusy:
+            return {"first_use": "the index is empty and another process is building it; ask again shortly"}
+        finally:
+            timer.cancel()
+        pending = self.store.conn.execute(
+            "SELECT count(*) FROM files WHERE size < 0 OR offset = 0").fetchone()[0]
+        if pending:
+            return {"first_use": f"the index was empty; it was built for {self.settings.first_use_budget_s:g}s "
+                                 f"before answering and {pending} files are not indexed yet (run `recall index`)"}
+        return {}
+
     # --- asking -----------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 10) -> list[tuple[Hit, dict]]:
-        """Messages matching every term of `query`, best first, with their session."""
-        terms = self._retriever.parse(query)
-        out = []
+    def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
+               cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
+               cursor: str | None = None, *, caller_session: str | None = None,
+               confirm: Confirm | None = None) -> Envelope:
+        """Ranked, gated passages for `query` (terms ANDed) and/or `question`."""
+        gaps = self._first_use()
+        env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
+                                 limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm)
+        env.gaps.update(gaps)
+        return env
+
+    def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
+                    caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
+        """Widen one passage (by its anchor_id) to its whole turn."""
+        return self.engine.recall_more(anchor, cwd=cwd, all_projects=all_projects, caller_session=caller_session,
+                                       confirm=confirm)
+
+    def search(self, query: str, limit: int = 10) -> list[tuple[Match, dict]]:
+        """Every message matching all terms of `query` in all projects, best
+        first, with its session: the same retrieval as recall, without gates,
+        passages or quotas (for scripts and tests)."""
+        terms = self.engine.retriever.parse(query)
+        out: list[tuple[Match, dict]] = []
         if not terms:
             return out
-        for hit in self._retriever.matches(terms):
-            out.append((hit, self.session(hit.session)))
+        c = self.store.conn
+        for hit in self.engine._hits(terms, Scope("all", "/"), Run()):
+            role, mid, ts, text, atts = c.execute(
+                "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)).fetchone()
+            out.append((Match(mid, role, ts, text, orjson.loads(atts) if atts else [], hit.score), self.session(hit.session)))
             if len(out) >= limit:
                 break
         return out

@@ -87,3 +87,75 @@ class MessageEvent(BaseModel):
 
 
 Event = SessionEvent | TitleEvent | MessageEvent
+
+
+# --- the envelope (contract §8) ------------------------------------------------
+
+Status = Literal["ok", "partial", "no_match", "empty_query", "empty_index", "refused", "denied",
+                 "unknown_session", "unknown_anchor", "stale_cursor"]
+Engine = Literal["fts", "cjk-fallback", "session-scan", "none"]
+
+
+class Material(BaseModel):
+    """An attachment of a passage message, as metadata. `resource` is present
+    only where the caller may open it (its own session, a readable kind)."""
+
+    name: str
+    kind: Literal["image", "text", "pdf", "binary"]
+    mime_type: str
+    bytes: int
+    resource: str | None = None
+
+
+class PassageMessage(BaseModel):
+    message_id: str
+    role: str
+    ts: str | None
+    text: str
+    is_anchor: bool
+    is_hit: bool = Field(description="this message matched the query (several hits in one turn collapse)")
+    truncated: bool = False
+    materials: list[Material] = Field(default_factory=list)
+
+
+class Passage(BaseModel):
+    anchor_id: str = Field(description="opaque; pass to recall_more to widen this passage")
+    turn_id: str
+    messages: list[PassageMessage]
+
+
+class Result(BaseModel):
+    session_id: str
+    source: str
+    title: str | None
+    cwd: str
+    started_at: str | None
+    score: float
+    partial: bool = Field(description="matches only some of the query's terms (see hint)")
+    matched_terms: list[str]
+    passage: Passage
+
+
+class Diagnostics(BaseModel):
+    engine: Engine
+    elapsed_ms: float
+    sessions_scanned: int = 0
+    scan_budget: int = 0
+    candidates: int = 0
+    terms: list[str] = Field(default_factory=list)
+    reranked: list[str] = Field(default_factory=list)
+    index_freshness: dict[str, str | int | None] = Field(default_factory=dict)
+
+
+class Envelope(BaseModel):
+    """What every recall returns: results or a hint that says what to do next."""
+
+    query: str
+    question: str | None = None
+    status: Status
+    results: list[Result] = Field(default_factory=list)
+    next_cursor: str | None = None
+    hint: str
+    gaps: dict[str, str] = Field(default_factory=dict)
+    diagnostics: Diagnostics
+    redacted: int = 0

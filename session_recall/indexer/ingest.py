@@ -33,11 +33,15 @@ class Writer:
         self._sessions: dict[tuple[str, str, str], int] = {}
         self._next_seq: dict[int, int] = {}
         self.counts: Counter[str] = Counter()
+        # Events refused here, by reason (a delta after its message settled);
+        # the caller records them with the batch, like lines the parser skipped.
+        self.skips: Counter[str] = Counter()
 
     def forget(self) -> None:
         """Drop caches after a rollback, so nothing refers to undone rows."""
         self._sessions.clear()
         self._next_seq.clear()
+        self.skips.clear()
 
     def _redact(self, text: str) -> str:
         text, n = self.redactor.redact(text)
@@ -60,6 +64,14 @@ class Writer:
         return row
 
     def apply(self, source: str, file_id: int, events) -> None:
+        # Every committed batch moves the generation on: a recall cursor made
+        # before it knows it may no longer page the same ranking.
+        if not events:
+            return
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
         for ev in events:
             if isinstance(ev, MessageEvent):
                 self._message(source, file_id, ev)
@@ -76,7 +88,8 @@ class Writer:
     def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
         session = self.session_row(source, ev.cwd, ev.session_id)
         old = self.conn.execute(
-            "SELECT id, settled, text FROM messages WHERE session = ? AND message_id = ?", (session, ev.message_id)
+            "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
+            (session, ev.message_id),
         ).fetchone()
         names: list[str] = []
         atts = None
@@ -88,12 +101,16 @@ class Writer:
                 names.append(d["name"])
                 items.append(d)
             atts = orjson.dumps(items).decode()
-        if ev.settled:
+        if ev.settled or old is None:
             text = self._redact(ev.text)
-        elif old is None:
+        elif old[3] != file_id:
+            # The message was read from another file, one that is gone or was
+            # replaced (a log compressed in place, say): this file delivers it
+            # again from its first delta, so its stream starts over here
+            # instead of being appended to itself.
             text = self._redact(ev.text)
         elif old[1]:
-            self.counts["skipped:delta_after_settle"] += 1
+            self.skips["delta_after_settle"] += 1
             return
         else:
             text, n = self.redactor.append(old[2], ev.text)

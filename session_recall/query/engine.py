@@ -1,0 +1,463 @@
+"""recall and recall_more: gates, retrieval, ranking, passages, one envelope.
+
+How a query runs (docs/recall.md):
+1. refuse a credential-shaped query before touching any corpus;
+2. decide the scope (gates): the caller's project, one session, or all
+   projects under the policy; the cwd allow/deny lists always apply;
+3. retrieve: FTS5 candidates in ranked order, each verified against the match
+   predicate; a term the index cannot represent, or a CJK query the index
+   answered with nothing, is answered by an exact scan of stored text within a
+   budget of sessions, most recent first;
+4. rank and select: weighted bm25, at most ceil(limit/3) passages per session
+   in a first pass, a second pass filling unused slots; when the AND of two or
+   more terms matches nothing, the best partial matches, marked;
+5. assemble passages within byte budgets, render redactions, page with an
+   opaque cursor.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import apsw
+import orjson
+
+from ..config import Settings
+from ..model import Diagnostics, Envelope, Result
+from ..text.fold import HAS_CJK, match_text
+from ..text.redact import find_secret
+from ..text.tokens import term_tokens
+from . import passages as P
+from .gates import Confirm, Scope, decide_scope, resolve, under
+from .match import occurs
+from .parse import Term, fts_phrase
+from .retrieve import Retriever
+
+# Role weights multiply bm25. A tool result that merely enumerates keywords
+# (a file listing, a grep dump) repeats them in a long text: with k1 = 1.2,
+# b = 0.75 and average length 30 tokens, `font` three times in a 40-token
+# listing scores 1.47 x idf, once in a 25-token answer 1.07 x idf. Weighting
+# tool results by 0.5 (0.73 x idf) and tool calls by 0.8 puts the answer first
+# while a result that is about the term (tf 6+, short) can still lead.
+ROLE_WEIGHT = {"user": 1.0, "assistant": 1.0, "tool_call": 0.8, "tool_result": 0.5, "system": 0.5}
+# Verified hits examined at most per query before the quota's second pass
+# fills what is left (a common word can have millions of candidates).
+CANDIDATE_BUDGET = 5000
+
+
+def _weight_sql() -> str:
+    cases = " ".join(f"WHEN '{role}' THEN {w}" for role, w in ROLE_WEIGHT.items())
+    return f"(CASE m.role {cases} ELSE 1.0 END)"
+
+
+@dataclass
+class Hit:
+    rowid: int
+    session: int
+    turn: str
+    score: float  # higher is better
+    ts: str | None
+    matched: list[str]
+    partial: bool = False
+
+
+@dataclass
+class Run:
+    """The state of one recall, for diagnostics and gaps."""
+
+    engine: str = "none"
+    candidates: int = 0
+    sessions_scanned: int = 0
+    reranked: list[str] = field(default_factory=list)
+    gaps: dict[str, str] = field(default_factory=dict)
+
+
+def _cursor_key(**params) -> str:
+    return hashlib.blake2b(orjson.dumps(params, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+
+
+def make_cursor(key: str, offset: int, generation: int) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"k": key, "o": offset, "g": generation})).rstrip(b"=").decode()
+
+
+def read_cursor(cursor: str) -> dict | None:
+    try:
+        value = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    if isinstance(value, dict) and isinstance(value.get("o"), int) and value["o"] >= 0:
+        return value
+    return None
+
+
+class Engine:
+    def __init__(self, conn: apsw.Connection, settings: Settings):
+        self.conn = conn
+        self.settings = settings
+        self.retriever = Retriever(conn)
+        conn.create_scalar_function("recall_recency", self._recency, 1, deterministic=True)
+        conn.create_scalar_function("recall_pinned", self._pinned, 1, deterministic=True)
+        self._now = time.time()
+
+    # --- SQL helpers ------------------------------------------------------------
+
+    def _recency(self, ts: str | None) -> float:
+        """1 + 2^(-age / half-life): today counts double, one half-life ago 1.5x."""
+        h = self.settings.recency_half_life_days
+        if not h or not ts:
+            return 1.0
+        try:
+            import datetime as dt
+
+            t = dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            if t.tzinfo is None:
+                t = t.replace(tzinfo=dt.timezone.utc)
+            age_days = max(0.0, (self._now - t.timestamp()) / 86400)
+        except ValueError:
+            return 1.0
+        return 1.0 + 2.0 ** (-age_days / h)
+
+    def _pinned(self, cwd: str) -> int:
+        return int(any(under(resolve(cwd), resolve(p)) for p in self.settings.pinned_cwds))
+
+    def generation(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _scope_sql(self, scope: Scope) -> tuple[str, list]:
+        """SQL restricting `s` (sessions) to the scope; the cwd test runs in
+        Python over the distinct cwds (few), so it is the same code as gates."""
+        clauses: list[str] = []
+        params: list = []
+        if scope.session_id is not None:
+            clauses.append("s.session_id = ?")
+            params.append(scope.session_id)
+        if scope.kind == "project" or self.settings.allow_cwds or self.settings.deny_cwds:
+            cwds = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
+                    if scope.covers_cwd(c, self.settings)]
+            clauses.append("s.cwd IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(cwds).decode())
+        return (" AND " + " AND ".join(clauses)) if clauses else "", params
+
+    def _order_sql(self, run: Run) -> tuple[str, list[str]]:
+        """The score expression (lower is better, as bm25) and the sort keys before it."""
+        keys = []
+        if self.settings.pinned_cwds:
+            keys.append("recall_pinned(s.cwd) DESC")
+            run.reranked.append("pinned_cwds")
+        score = f"bm25(message_fts) * {_weight_sql()}"
+        if self.settings.recency_half_life_days:
+            score += " * recall_recency(m.ts)"
+            run.reranked.append(f"recency_half_life_days={self.settings.recency_half_life_days:g}")
+        return score, keys
+
+    # --- retrieval --------------------------------------------------------------
+
+    def _fts(self, expr: str, scope_sql: str, params: list, run: Run):
+        score, keys = self._order_sql(run)
+        order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
+        return self.conn.execute(
+            f"SELECT m.id, m.session, m.turn_id, m.ts, m.text, m.attachments, {score} AS score "
+            "FROM message_fts JOIN messages m ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
+            f"WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}",
+            [expr, *params],
+        )
+
+    def _scan(self, scope_sql: str, params: list, run: Run):
+        """Stored text of in-scope sessions, most recent first, within the budget."""
+        budget = self.settings.scan_budget_sessions
+        sessions = list(self.conn.execute(
+            f"SELECT s.id FROM sessions s WHERE 1 = 1{scope_sql} "
+            "ORDER BY coalesce((SELECT max(ts) FROM messages WHERE session = s.id), s.started_at) DESC, s.id DESC "
+            "LIMIT ?", [*params, budget + 1]))
+        if len(sessions) > budget:
+            run.gaps["scan"] = (f"the exact scan visited the {budget} most recent sessions in scope (its budget); "
+                                "older sessions were not searched for the terms the index cannot look up")
+            sessions = sessions[:budget]
+        for (sid,) in sessions:
+            run.sessions_scanned += 1
+            yield from self.conn.execute(
+                "SELECT id, session, turn_id, ts, text, attachments, 0.0 FROM messages WHERE session = ? "
+                "ORDER BY ts DESC, id DESC", (sid,))
+
+    @staticmethod
+    def _verify(rows, terms: list[Term], *, need_all: bool, run: Run):
+        folded = [t.folded for t in terms]
+        for rowid, session, turn, ts, text, atts, score in rows:
+            run.candidates += 1
+            fields = [match_text(text)]
+            if atts:
+                fields += [match_text(a["name"]) for a in orjson.loads(atts)]
+            matched = [t for t in folded if any(occurs(t, f) for f in fields)]
+            if (len(matched) == len(folded)) if need_all else matched:
+                yield Hit(rowid, session, turn, -score, ts, matched)
+
+    def _hits(self, terms: list[Term], scope: Scope, run: Run, *, any_term: bool = False):
+        """Verified hits in rank order, choosing the engine."""
+        scope_sql, params = self._scope_sql(scope)
+        indexed = [t for t in terms if t.tokens.tokens]
+        if not indexed or (any_term and len(indexed) < len(terms)):
+            run.engine = "session-scan"
+            yield from self._verify(self._scan(scope_sql, params, run), terms, need_all=not any_term, run=run)
+            return
+        joiner = " OR " if any_term else " AND "
+        expr = joiner.join(fts_phrase(t.tokens) for t in indexed)
+        run.engine = "fts"
+        found = False
+        for hit in self._verify(self._fts(expr, scope_sql, params, run), terms, need_all=not any_term, run=run):
+            found = True
+            yield hit
+        if not found and any(HAS_CJK.search(t.folded) for t in terms):
+            # The index should have answered; an exact scan makes sure.
+            run.engine = "cjk-fallback"
+            yield from self._verify(self._scan(scope_sql, params, run), terms, need_all=not any_term, run=run)
+
+    # --- selection --------------------------------------------------------------
+
+    @staticmethod
+    def _select(hits, limit: int, need: int) -> tuple[list[Hit], bool]:
+        """Collapse hits by turn, keep at most ceil(limit/3) passages per
+        session in a first pass, fill unused slots from the rest. Returns the
+        first `need` passages in final order and whether more exist."""
+        quota = math.ceil(limit / 3)
+        seen_turns: set[tuple[int, str]] = set()
+        per_session: Counter[int] = Counter()
+        first: list[Hit] = []
+        deferred: list[Hit] = []
+        examined = 0
+        exhausted = True
+        for hit in hits:
+            key = (hit.session, hit.turn)
+            if key in seen_turns:
+                continue
+            seen_turns.add(key)
+            if per_session[hit.session] < quota:
+                per_session[hit.session] += 1
+                first.append(hit)
+                if len(first) > need:
+                    exhausted = False
+                    break
+            else:
+                deferred.append(hit)
+            examined += 1
+            if examined >= CANDIDATE_BUDGET:
+                exhausted = False
+                break
+        ranked = first + deferred if exhausted or len(first) <= need else first
+        return ranked[:need], len(ranked) > need
+
+    # --- the envelope -------------------------------------------------------------
+
+    def _envelope(self, t0: float, query: str, question: str | None, status: str, hint: str, run: Run | None = None,
+                  **kw) -> Envelope:
+        run = run or Run()
+        freshness = dict(self.conn.execute(
+            "SELECT 'last_indexed_at', max(last_indexed_at) FROM sources").fetchall())
+        freshness["sources"] = self.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        diag = Diagnostics(engine=run.engine, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
+                           sessions_scanned=run.sessions_scanned,
+                           scan_budget=self.settings.scan_budget_sessions if run.engine != "fts" and
+                           run.engine != "none" else 0,
+                           candidates=run.candidates, reranked=run.reranked, index_freshness=freshness,
+                           terms=kw.pop("terms", []))
+        return Envelope(query=query, question=question, status=status, hint=hint, gaps=run.gaps,
+                        diagnostics=diag, **kw)
+
+    def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
+               cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
+               cursor: str | None = None, caller_session: str | None = None,
+               confirm: Confirm | None = None) -> Envelope:
+        t0 = time.perf_counter()
+        self._now = time.time()
+        query = query or ""
+        # 1. a credential-shaped query is refused before any corpus is touched
+        for text in (query, question or ""):
+            kind = find_secret(text)
+            if kind:
+                return self._envelope(
+                    t0, "[refused]", None, "refused",
+                    f"The query looks like a credential ({kind}). Secrets are removed when sessions are indexed "
+                    "and cannot be searched for; search for the words around it instead (the service, file or "
+                    "command it was used with).")
+        limit = max(1, min(limit or self.settings.default_limit, self.settings.max_limit))
+        terms = self.retriever.parse(query)
+        kw_terms: list[Term] = []
+        if question:
+            from .keywords import keywords
+
+            for kw in keywords(question):
+                folded = match_text(kw).strip()
+                if folded and folded not in {t.folded for t in terms}:
+                    kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
+        term_names = [t.folded for t in terms + kw_terms]
+        if not terms and not kw_terms:
+            return self._envelope(t0, query, question, "empty_query",
+                                  "Give a query (words or \"quoted phrases\", all must match) or a question "
+                                  "in natural language.")
+        # 2. gates
+        verdict = decide_scope(self.settings, cwd=cwd, session_id=session_id, all_projects=all_projects,
+                               confirm=confirm)
+        if verdict.scope is None:
+            return self._envelope(t0, query, question, "denied", verdict.hint)
+        scope = verdict.scope
+        if self.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None:
+            return self._envelope(t0, query, question, "empty_index",
+                                  "The index is empty: nothing has been searched. Index session logs first "
+                                  "(`recall index PATH`, or configure sources).", terms=term_names)
+        if session_id is not None:
+            known = [r for r in self.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,))
+                     if scope.covers(r[0], session_id, self.settings)]
+            if not known:
+                return self._envelope(t0, query, question, "unknown_session",
+                                      f"No session {session_id!r} in scope ({self._scope_words(scope)}). Check the id, "
+                                      "or search without session_id.", terms=term_names)
+        # 3. paging
+        key = _cursor_key(q=query, qs=question, a=all_projects, c=scope.cwd, s=session_id, l=limit)
+        offset = 0
+        generation = self.generation()
+        if cursor:
+            cur = read_cursor(cursor)
+            if cur is None or cur.get("k") != key:
+                return self._envelope(t0, query, question, "stale_cursor",
+                                      "This cursor does not belong to this query; repeat the query without a "
+                                      "cursor, or with the same query, question, scope and limit.", terms=term_names)
+            if cur.get("g") != generation:
+                return self._envelope(t0, query, question, "stale_cursor",
+                                      "The index changed since this cursor was made (new messages arrived); "
+                                      "repeat the query without a cursor to page the current results.",
+                                      terms=term_names)
+            offset = cur["o"]
+        # 4. retrieve and select
+        run = Run()
+        need = offset + limit
+        partial = False
+        if terms and kw_terms:
+            hits = self._rank_by_keywords(self._hits(terms, scope, run), kw_terms)
+        elif terms:
+            hits = self._hits(terms, scope, run)
+        else:
+            hits = self._hits(kw_terms, scope, run, any_term=True)
+        selected, more = self._select(hits, limit, need)
+        if not selected and len(terms) >= 2 and not kw_terms:
+            partial_run = Run()
+            ranked = sorted(itertools.islice(self._hits(terms, scope, partial_run, any_term=True), CANDIDATE_BUDGET),
+                            key=lambda h: (-len(h.matched), -h.score, _neg(h.ts), -h.rowid))
+            selected, more = self._select(iter(ranked), limit, need)
+            for h in selected:
+                h.partial = True
+            partial = bool(selected)
+            partial_run.gaps.update(run.gaps)
+            partial_run.candidates += run.candidates
+            run = partial_run
+        page = selected[offset:]
+        # 5. passages
+        rend = P.Renderer(self.settings.redaction)
+        results: list[Result] = []
+        used = 0
+        folded_terms = [t.folded for t in terms + kw_terms]
+        for hit in page:
+            s = self.conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
+                                  (hit.session,)).fetchone()
+            passage = P.build(self.conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
+                              terms=[t.folded for t in terms] if terms else [], rend=rend,
+                              caller_session=caller_session)
+            if not terms:  # question mode: mark hits by any keyword
+                for m in passage.messages:
+                    m.is_hit = m.is_hit or any(occurs(k, match_text(m.text)) for k in folded_terms)
+            size = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in passage.messages)
+            if results and used + size > P.RESPONSE_BYTES:
+                run.gaps["response_budget"] = (f"{len(page) - len(results)} more passages did not fit the "
+                                               f"response budget of {P.RESPONSE_BYTES} bytes; page with next_cursor")
+                more = True
+                break
+            used += size
+            results.append(Result(session_id=s[2], source=s[0], title=rend(s[3]), cwd=s[1], started_at=s[4],
+                                  score=round(hit.score, 6), partial=hit.partial, matched_terms=hit.matched,
+                                  passage=passage))
+        next_cursor = make_cursor(key, offset + len(results), generation) if more and results else None
+        if results:
+            status = "partial" if partial else "ok"
+            hint = self._ok_hint(results, partial, terms, next_cursor)
+        else:
+            status = "no_match"
+            hint = (f"No message in {self._scope_words(scope)} matches "
+                    + (" and ".join(repr(t.raw) for t in terms) if terms else "the question's keywords "
+                       + ", ".join(repr(t.folded) for t in kw_terms))
+                    + (". Try fewer or other words, a question, or all_projects." if not all_projects else
+                       ". Try fewer or other words, or a question."))
+            if offset:
+                hint = "No more results: the previous page was the last."
+        return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
+                              redacted=rend.redacted, terms=term_names)
+
+    def _rank_by_keywords(self, hits, kw_terms: list[Term]):
+        """query AND-filters; the question's keywords rank (more keywords first).
+        Examines at most CANDIDATE_BUDGET hits."""
+        pool = []
+        for i, hit in enumerate(hits):
+            if i >= CANDIDATE_BUDGET:
+                break
+            text = self.conn.execute("SELECT text FROM messages WHERE id = ?", (hit.rowid,)).fetchone()[0]
+            mt = match_text(text)
+            extra = [k.folded for k in kw_terms if occurs(k.folded, mt)]
+            hit.matched = hit.matched + extra
+            pool.append((len(extra), hit))
+        pool.sort(key=lambda p: (-p[0], -p[1].score, _neg(p[1].ts), -p[1].rowid))
+        return iter([h for _, h in pool])
+
+    @staticmethod
+    def _scope_words(scope: Scope) -> str:
+        base = "all projects" if scope.kind == "all" else f"the project {scope.cwd}"
+        return base + (f", session {scope.session_id}" if scope.session_id else "")
+
+    @staticmethod
+    def _ok_hint(results: list[Result], partial: bool, terms: list[Term], cursor: str | None) -> str:
+        sessions = len({(r.source, r.cwd, r.session_id) for r in results})
+        hint = f"{len(results)} passage{'s' * (len(results) != 1)} from {sessions} session{'s' * (sessions != 1)}."
+        if partial:
+            hint = ("No message contains all of " + ", ".join(repr(t.raw) for t in terms)
+                    + "; these are the best partial matches (matched_terms says which terms each has). " + hint)
+        hint += " recall_more(anchor_id) widens a passage to its whole turn."
+        if cursor:
+            hint += " More results: pass next_cursor."
+        return hint
+
+    # --- recall_more ----------------------------------------------------------------
+
+    def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
+                    caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
+        t0 = time.perf_counter()
+        parsed = P.parse_anchor(anchor)
+        if parsed is None:
+            return self._envelope(t0, anchor, None, "unknown_anchor",
+                                  "This is not an anchor_id from a recall result; pass a passage's anchor_id.")
+        source, scwd, session_id, message_id = parsed
+        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm)
+        row = self.conn.execute(
+            "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
+            "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
+            (source, scwd, session_id, message_id)).fetchone()
+        # Out of scope and unknown read the same, so an anchor cannot probe other projects.
+        if verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings):
+            return self._envelope(t0, anchor, None, "unknown_anchor" if verdict.scope is not None else "denied",
+                                  verdict.hint or "No passage with this anchor in scope: it belongs to a session "
+                                  "this caller cannot see, or the session is no longer indexed.")
+        rend = P.Renderer(self.settings.redaction)
+        passage = P.build(self.conn, session_row=row[0], session_key=(source, scwd, session_id), anchor_row=row[3],
+                          terms=[], rend=rend, caller_session=caller_session, wide=True)
+        result = Result(session_id=session_id, source=source, title=rend(row[1]), cwd=scwd, started_at=row[2],
+                        score=0.0, partial=False, matched_terms=[], passage=passage)
+        run = Run(engine="none")
+        return self._envelope(t0, anchor, None, "ok", f"The turn around this anchor, {len(passage.messages)} messages.",
+                              run, results=[result], redacted=rend.redacted)
+
+
+def _neg(ts: str | None) -> tuple:
+    """Sort key putting newer timestamps first."""
+    return tuple(-ord(c) for c in (ts or ""))

@@ -1,0 +1,161 @@
+"""Passages: a hit plus a bounded window of its turn, rendered for output.
+
+Budgets (bytes of UTF-8 text; docs/recall.md):
+- a neighbour's text is cut to NEIGHBOUR_BYTES, a hit's to HIT_BYTES, around
+  the first place a term occurs;
+- a tool_result enters a passage only as its anchor (or as another hit of the
+  same turn) and is hard-truncated to TOOL_RESULT_BYTES;
+- one passage holds at most PASSAGE_BYTES of text; one response RESPONSE_BYTES
+  (results past it are left out, and `gaps` says so).
+`recall_more` widens one passage to the whole turn with the MORE_* budgets.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import apsw
+import orjson
+
+from ..model import Material, Passage, PassageMessage
+from ..text.redact import render
+from .match import message_matches
+
+WINDOW = 2
+NEIGHBOUR_BYTES = 600
+HIT_BYTES = 1500
+TOOL_RESULT_BYTES = 1024
+PASSAGE_BYTES = 4096
+RESPONSE_BYTES = 32768
+MORE_WINDOW = 40
+MORE_PASSAGE_BYTES = 16384
+MATERIALS_PER_MESSAGE = 8
+READABLE = ("image", "text")
+
+
+def anchor_id(source: str, cwd: str, session_id: str, message_id: str) -> str:
+    """Opaque, stable across rebuilds, and naming its session unambiguously."""
+    raw = orjson.dumps([source, cwd, session_id, message_id])
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def parse_anchor(anchor: str) -> tuple[str, str, str, str] | None:
+    try:
+        raw = base64.urlsafe_b64decode(anchor + "=" * (-len(anchor) % 4))
+        value = orjson.loads(raw)
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    if isinstance(value, list) and len(value) == 4 and all(isinstance(v, str) for v in value):
+        return tuple(value)  # type: ignore[return-value]
+    return None
+
+
+def material_kind(mime: str) -> str:
+    mime = mime.lower()
+    if mime.startswith("image/"):
+        return "image"
+    if mime == "application/pdf":
+        return "pdf"
+    if mime.startswith("text/") or mime in ("application/json", "application/xml", "application/x-yaml",
+                                            "application/yaml", "application/toml"):
+        return "text"
+    return "binary"
+
+
+def _cut(text: str, budget: int, terms: list[str]) -> tuple[str, bool]:
+    """At most `budget` bytes of text, around the first place a term occurs."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= budget:
+        return text, False
+    low = text.casefold()
+    at = min((i for i in (low.find(t) for t in terms) if i >= 0), default=0)
+    # centre the window on the hit, in characters, then trim to bytes
+    chars = max(1, budget // 3)
+    start = max(0, at - chars // 3)
+    piece = text[start:]
+    cut = piece.encode("utf-8", "surrogatepass")[: budget - 6].decode("utf-8", "ignore")
+    return ("…" if start else "") + cut + "…", True
+
+
+@dataclass
+class Renderer:
+    """Renders stored text for output and counts what it redacted."""
+
+    mode: str
+    redacted: int = 0
+
+    def __call__(self, text: str | None) -> str | None:
+        if text is None:
+            return None
+        out, n = render(text, self.mode)
+        self.redacted += n
+        return out
+
+
+def materials(raw: list[dict], *, session_id: str, readable_session: str | None, rend: Renderer) -> list[Material]:
+    out: list[Material] = []
+    for a in raw[:MATERIALS_PER_MESSAGE]:
+        kind = material_kind(a.get("mime_type", ""))
+        resource = None
+        if readable_session is not None and readable_session == session_id and kind in READABLE:
+            resource = f"recall://sessions/{session_id}/attachments/{a['id']}"
+        out.append(Material(name=rend(a["name"]), kind=kind, mime_type=a.get("mime_type", ""),
+                            bytes=int(a.get("bytes", 0)), resource=resource))
+    return out
+
+
+def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, str, str], anchor_row: int,
+          terms: list[str], rend: Renderer, caller_session: str | None, wide: bool = False) -> Passage:
+    """The passage around one anchor message."""
+    source, cwd, session_id = session_key
+    turn_id, anchor_seq = conn.execute("SELECT turn_id, seq FROM messages WHERE id = ?", (anchor_row,)).fetchone()
+    window = MORE_WINDOW if wide else WINDOW
+    rows = list(conn.execute(
+        "SELECT id, message_id, role, ts, text, attachments, seq FROM messages "
+        "WHERE session = ? AND turn_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+        (session_row, turn_id, anchor_seq - 4 * window - 8, anchor_seq + 4 * window + 8),
+    ))
+    idx = next(i for i, r in enumerate(rows) if r[0] == anchor_row)
+    # Visible neighbours: a tool_result enters only as a hit.
+    picked = [rows[idx]]
+    hit_flags = {anchor_row: True}
+    for direction in (-1, 1):
+        n = 0
+        i = idx + direction
+        while 0 <= i < len(rows) and n < window:
+            r = rows[i]
+            atts = orjson.loads(r[5]) if r[5] else []
+            is_hit = bool(terms) and message_matches(terms, r[4], [a["name"] for a in atts])
+            if r[2] != "tool_result" or is_hit:
+                picked.append(r)
+                hit_flags[r[0]] = is_hit
+                n += 1
+            i += direction
+    picked.sort(key=lambda r: r[6])
+    budget = MORE_PASSAGE_BYTES if wide else PASSAGE_BYTES
+    out: list[PassageMessage] = []
+    # the anchor first claims its budget, then neighbours in order of closeness
+    order = sorted(picked, key=lambda r: (r[0] != anchor_row, abs(r[6] - anchor_seq)))
+    texts: dict[int, tuple[str, bool]] = {}
+    for r in order:
+        per = TOOL_RESULT_BYTES if r[2] == "tool_result" else (HIT_BYTES if hit_flags[r[0]] else NEIGHBOUR_BYTES)
+        if wide and r[2] != "tool_result":
+            per *= 4
+        per = min(per, budget)
+        if per <= 0:
+            continue
+        text, truncated = _cut(rend(r[4]) or "", per, terms)
+        budget -= len(text.encode("utf-8", "surrogatepass"))
+        texts[r[0]] = (text, truncated)
+    for r in picked:
+        if r[0] not in texts:
+            continue
+        text, truncated = texts[r[0]]
+        atts = orjson.loads(r[5]) if r[5] else []
+        out.append(PassageMessage(
+            message_id=r[1], role=r[2], ts=r[3], text=text, is_anchor=r[0] == anchor_row,
+            is_hit=hit_flags[r[0]], truncated=truncated,
+            materials=materials(atts, session_id=session_id, readable_session=caller_session, rend=rend),
+        ))
+    return Passage(anchor_id=anchor_id(source, cwd, session_id, rows[idx][1]), turn_id=turn_id, messages=out)
