@@ -9,6 +9,7 @@ import sys
 import click
 import orjson
 
+from .config import ConfigError
 from .index import Index
 from .indexer.sync import KINDS
 from .store import WriterBusy
@@ -19,17 +20,23 @@ def _dump(value) -> None:
 
 
 def _open(ctx: click.Context) -> Index:
-    return Index.open(ctx.obj["db"])
+    try:
+        return Index.open(ctx.obj["db"], config=ctx.obj["config"])
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", type=click.Path(dir_okay=False), envvar="RECALL_DB", default=None,
               help="Index database (default: $RECALL_DB, else recall.db under the XDG data dir).")
+@click.option("--config", type=click.Path(dir_okay=False), envvar="RECALL_CONFIG", default=None,
+              help="Settings file (default: config.toml under the XDG config dir).")
 @click.pass_context
-def main(ctx: click.Context, db: str | None) -> None:
+def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Recall what was said in past agent sessions."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    ctx.obj["config"] = config
 
 
 def _print_report(r, *, prefix: str = "") -> None:
@@ -121,25 +128,99 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
 
 
+def _confirm_on_terminal(question: str) -> bool | None:
+    """The `confirm` policy on a terminal: ask; no terminal means no answer."""
+    if not sys.stdin.isatty():
+        return None
+    return click.confirm(question, default=False, err=True)
+
+
+def _highlight(text: str, terms: list[str]) -> str:
+    from rich.markup import escape
+
+    low = text.casefold()
+    spans = []
+    for t in terms:
+        start = low.find(t)
+        while t and start != -1:
+            spans.append((start, start + len(t)))
+            start = low.find(t, start + len(t))
+    out, pos = [], 0
+    for a, b in sorted(spans):
+        if a < pos:
+            continue
+        out += [escape(text[pos:a]), "[bold yellow]", escape(text[a:b]), "[/]"]
+        pos = b
+    out.append(escape(text[pos:]))
+    return "".join(out)
+
+
+def _print_envelope(env) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False, soft_wrap=True)
+    for r in env.results:
+        date = (r.started_at or "")[:10]
+        flag = "  [dim](partial)[/]" if r.partial else ""
+        console.print(f"[bold]{r.title or r.session_id}[/]  ·  {date}  ·  {r.cwd}{flag}")
+        for m in r.passage.messages:
+            marker = ">" if m.is_anchor else " "
+            text = _highlight(m.text, env.diagnostics.terms) if m.is_hit else m.text
+            console.print(f" {marker} [cyan]{m.role}[/] {text}")
+            for mat in m.materials:
+                console.print(f"     [dim]{mat.kind}: {mat.name} ({mat.bytes} bytes)[/]")
+        console.print(f"   [dim]anchor {r.passage.anchor_id}[/]\n")
+    console.print(f"[dim]{env.hint}[/]")
+    for k, v in env.gaps.items():
+        console.print(f"[dim]gap ({k}): {v}[/]")
+    if env.next_cursor:
+        console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
+
+
 @main.command()
-@click.argument("query")
-@click.option("--limit", type=int, default=5, show_default=True)
+@click.argument("query", default="")
+@click.option("--question", "-q", default=None, help="A question in natural language; its keywords rank.")
+@click.option("--all-projects", is_flag=True, help="Search every project (subject to the all_projects policy).")
+@click.option("--cwd", default=None, help="Search the project at this directory (default: the current one).")
+@click.option("--session", "session_id", default=None, help="Only this session id.")
+@click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
+@click.option("--cursor", default=None, help="The next_cursor of a previous page.")
+@click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
+@click.pass_context
+def search(ctx: click.Context, query: str, question: str | None, all_projects: bool, cwd: str | None,
+           session_id: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
+    """Passages that contain every term of QUERY (and/or answer --question)."""
+    with _open(ctx) as ix:
+        env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
+                        limit=limit, cursor=cursor, confirm=_confirm_on_terminal)
+    if as_json:
+        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    else:
+        _print_envelope(env)
+
+
+@main.command()
+@click.argument("anchor")
+@click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
+@click.option("--all-projects", is_flag=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def search(ctx: click.Context, query: str, limit: int, as_json: bool) -> None:
-    """Messages that contain every term of QUERY, best first."""
+def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, as_json: bool) -> None:
+    """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
     with _open(ctx) as ix:
-        hits = ix.search(query, limit=limit)
+        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_on_terminal)
     if as_json:
-        _dump([{"session": s, "message_id": h.message_id, "role": h.role, "ts": h.ts, "text": h.text,
-                "score": h.score} for h, s in hits])
-        return
-    if not hits:
-        click.echo(f"no message matches {query!r}")
-    for h, s in hits:
-        click.echo(f"{s['title'] or s['session_id']}  ·  {(h.ts or '')[:10]}  ·  {s['cwd']}")
-        text = h.text if len(h.text) <= 300 else h.text[:300] + "…"
-        click.echo(f"  [{h.role}] {text}\n")
+        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    else:
+        _print_envelope(env)
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the envelope that search, more and MCP return."""
+    from .model import Envelope
+
+    _dump(Envelope.model_json_schema())
 
 
 if __name__ == "__main__":
