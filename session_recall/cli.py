@@ -216,6 +216,19 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
 
 
 @main.command()
+@click.option("--confirm-timeout", type=click.FloatRange(min=0), default=50.0, show_default=True,
+              help="Seconds to wait for the user's answer when the all_projects policy is `confirm`; "
+                   "no answer means no.")
+@click.pass_context
+def mcp(ctx: click.Context, confirm_timeout: float) -> None:
+    """Serve the tools recall and recall_more to an agent over MCP (stdio)."""
+    from .mcp_server import serve
+
+    with _open(ctx) as ix:
+        serve(ix, confirm_timeout=confirm_timeout)
+
+
+@main.command()
 def schema() -> None:
     """Print the JSON Schema of the envelope that search, more and MCP return."""
     from .model import Envelope

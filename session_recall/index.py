@@ -112,6 +112,9 @@ class Index:
                cursor: str | None = None, *, caller_session: str | None = None,
                confirm: Confirm | None = None) -> Envelope:
         """Ranked, gated passages for `query` (terms ANDed) and/or `question`."""
+        refused = self.engine.refusal(query, question)
+        if refused is not None:  # before first use could read (or build) anything
+            return refused
         gaps = self._first_use()
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                                  limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm)
@@ -149,7 +152,9 @@ class Index:
 
     def status(self) -> dict:
         c = self.store.conn
-        skipped = dict(c.execute("SELECT reason, sum(count) FROM file_skips GROUP BY reason ORDER BY reason"))
+        skipped = dict(c.execute(
+            "SELECT reason, sum(count) FROM (SELECT reason, count FROM file_skips "
+            "UNION ALL SELECT reason, count FROM source_problems) GROUP BY reason ORDER BY reason"))
         sources = [
             {"path": p, "kind": k, "files": n, "missing_files": miss, "last_indexed_at": at}
             for p, k, n, miss, at in c.execute(

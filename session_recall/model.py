@@ -3,7 +3,7 @@ internal Session/Message model that every source kind maps to."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,7 +17,7 @@ class Attachment(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,128}$")
     name: str
     mime_type: str = "application/octet-stream"
-    bytes: int = Field(ge=0)
+    bytes: int = Field(ge=0, le=2**63 - 1)  # a size SQLite and JSON can carry
 
 
 # --- the canonical log format, version 1 -------------------------------------
@@ -50,8 +50,9 @@ class MessageLine(_Line):
     ts: str
     text: str = ""
     tool_name: str | None = None
-    # Validated one by one at ingest: a malformed attachment is skipped, not fatal.
-    attachments: list[dict] = Field(default_factory=list)
+    # Kept raw and validated one by one at ingest (canonical.attachments): a
+    # malformed attachment, or a malformed list of them, is skipped, not fatal.
+    attachments: Any = None
 
 
 # --- what every source kind yields -------------------------------------------

@@ -54,13 +54,14 @@ class Store:
     # --- meta -----------------------------------------------------------------
 
     def _ensure_meta(self) -> None:
+        keys = ("created_at", "tokenizer_version", "redactor_version", "redaction_key")
+        # Every open after the first only reads: a reader must not queue for
+        # the write lock behind a writer's batch.
+        if {row[0] for row in self.conn.execute("SELECT key FROM meta")} >= set(keys):
+            return
         with self.atomic():
-            for key, value in (
-                ("created_at", utcnow()),
-                ("tokenizer_version", str(TOKENIZER_VERSION)),
-                ("redactor_version", str(REDACTOR_VERSION)),
-                ("redaction_key", secrets.token_hex(32)),
-            ):
+            for key, value in zip(keys, (utcnow(), str(TOKENIZER_VERSION), str(REDACTOR_VERSION),
+                                         secrets.token_hex(32))):
                 self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def meta(self, key: str) -> str | None:

@@ -77,8 +77,11 @@ class Writer:
                 self._message(source, file_id, ev)
             elif isinstance(ev, SessionEvent):
                 row = self.session_row(source, ev.cwd, ev.session_id, ev.started_at)
+                # The earliest start wins: a session whose sub-agent file is
+                # read before its own file starts when the session did.
                 self.conn.execute(
-                    "UPDATE sessions SET started_at = coalesce(started_at, ?), title = coalesce(?, title) WHERE id = ?",
+                    "UPDATE sessions SET started_at = CASE WHEN started_at IS NULL OR ?1 < started_at "
+                    "THEN ?1 ELSE started_at END, title = coalesce(?2, title) WHERE id = ?3",
                     (ev.started_at, self._redact(ev.title) if ev.title else None, row),
                 )
             elif isinstance(ev, TitleEvent):
@@ -91,6 +94,12 @@ class Writer:
             "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
             (session, ev.message_id),
         ).fetchone()
+        if ev.settled and old is not None and old[1] and old[3] == file_id:
+            # The same log settles this message a second time: a settled
+            # message is final, so the first text stands, as it does against
+            # a late delta.
+            self.skips["duplicate_message"] += 1
+            return
         names: list[str] = []
         atts = None
         if ev.attachments:

@@ -6,17 +6,21 @@ import orjson
 
 
 def _leaves(value, out: list[str]) -> None:
-    if isinstance(value, str):
-        if value:
-            out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _leaves(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _leaves(v, out)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        out.append(str(value))
+    """The string and number leaves of a decoded JSON value, in document order.
+    Iterative: a tool result nested a thousand levels deep must not exhaust
+    the interpreter's recursion limit."""
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if value:
+                out.append(value)
+        elif isinstance(value, dict):
+            stack.extend(reversed(value.values()))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append(str(value))
 
 
 def visible_text(text: str) -> str:

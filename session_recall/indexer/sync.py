@@ -28,7 +28,7 @@ from . import files as F
 from .ingest import Writer, fts_body
 from .sources import Skip, detect_kind, kinds
 
-KINDS = ("auto", "canonical")
+KINDS = ("auto", "canonical", "claude-code", "codex")
 BATCH_LINES = 20_000
 BATCH_BYTES = 16 << 20
 DETECT_LINES = 8
@@ -95,6 +95,7 @@ class Syncer:
 
     def sync_files(self, paths: list[str]) -> SyncReport:
         """Sync only these files (the watcher's path): each under its known source."""
+        problems: Counter[str] = Counter()  # a log not yet readable, say created but still empty
         with self.store.writer():
             for path in paths:
                 real = os.path.realpath(path)
@@ -103,10 +104,12 @@ class Syncer:
                     continue
                 source_id, _source_path, source_kind = src
                 if os.path.exists(real):
-                    self._sync_file(source_id, source_kind, real, {})
+                    self._sync_file(source_id, source_kind, real, problems)
                 else:
                     with self.store.atomic():
                         self.conn.execute("UPDATE files SET missing = 1 WHERE path = ?", (real,))
+        self.skipped.update(problems)
+        self.report.skipped = dict(sorted(self.skipped.items()))
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
         return self.report
@@ -142,7 +145,6 @@ class Syncer:
     def _sync_source(self, source_id: int, source_path: str, kind: str, *, prune: bool) -> None:
         problems: Counter[str] = Counter()
         found = F.discover(source_path, problems)
-        self.skipped.update(problems)
         known = {
             row[0]: row
             for row in self.conn.execute(
@@ -192,6 +194,11 @@ class Syncer:
         self.skipped.update(problems)
         with self.store.atomic():
             self.conn.execute("UPDATE sources SET last_indexed_at = ? WHERE id = ?", (utcnow(), source_id))
+            if not self.stop_requested:  # a pass cut short has not seen the whole source
+                self.conn.execute("DELETE FROM source_problems WHERE source_id = ?", (source_id,))
+                for reason, n in problems.items():
+                    self.conn.execute("INSERT INTO source_problems(source_id, reason, count) VALUES (?, ?, ?)",
+                                      (source_id, reason, n))
         self.report.sources.append({"path": source_path, "kind": kind, "files": n_files})
         self.report.files += n_files
 
@@ -202,28 +209,36 @@ class Syncer:
         try:
             st = os.stat(path)
             row = self.conn.execute(
-                "SELECT id, kind, size, mtime_ns, offset, prefix_hash, state, missing FROM files WHERE path = ?", (path,)
+                "SELECT id, kind, size, mtime_ns, dev, ino, offset, prefix_hash, state, missing "
+                "FROM files WHERE path = ?",
+                (path,),
             ).fetchone()
             if row is None:
                 kind = source_kind if source_kind != "auto" else self._detect(path)
-                if kind is None:
-                    problems["unknown_kind"] += 1
+                if kind is None:  # an empty log waits for its first line; anything else is not a log we know
+                    problems["empty_file" if st.st_size == 0 else "unknown_kind"] += 1
                     return 0
                 with self.store.atomic():
                     fid = self.conn.execute(
                         "INSERT INTO files(path, source_id, kind, dev, ino) VALUES (?, ?, ?, ?, ?) RETURNING id",
                         (path, source_id, kind, st.st_dev, st.st_ino),
                     ).fetchone()[0]
-                row = (fid, kind, -1, -1, 0, None, None, 0)
-            fid, kind, size, mtime_ns, offset, phash, state, missing = row
+                row = (fid, kind, -1, -1, None, None, 0, None, None, 0)
+            fid, kind, size, mtime_ns, dev, ino, offset, phash, state, missing = row
             if missing:
                 with self.store.atomic():
                     self.conn.execute("UPDATE files SET missing = 0 WHERE id = ?", (fid,))
-            if (st.st_size, st.st_mtime_ns) == (size, mtime_ns):
+            # Unchanged size, mtime and inode: nothing to read. A log replaced
+            # by another file (written beside it, renamed over it) is a new
+            # inode even when size and mtime happen to match.
+            if (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino) == (size, mtime_ns, dev, ino):
                 return 1
             if F.is_zst(path):
                 ident = F.file_identity(path, st.st_size)
-                if ident != phash:
+                if phash is None:  # a first read (or one after a rebuild): nothing to replace
+                    with self.store.atomic():
+                        self.conn.execute("UPDATE files SET prefix_hash = ? WHERE id = ?", (ident, fid))
+                elif ident != phash:
                     self._reset(fid, prefix=ident)
                     offset, state = 0, None
             elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
@@ -281,6 +296,8 @@ class Syncer:
                 except BaseException:
                     self.writer.forget()
                     raise
+                skips.update(self.writer.skips)
+                self.writer.skips.clear()
                 if zst:
                     self.conn.execute("UPDATE files SET offset = ?, state = ? WHERE id = ?",
                                       (end, orjson.dumps(parser.state).decode(), fid))
@@ -336,6 +353,12 @@ class Syncer:
         gone (harnesses delete old transcripts; the index is where they survive)
         are re-redacted and re-tokenized from their stored text."""
         with self.store.atomic():
+            # A file deleted since the last pass is not yet marked missing; its
+            # messages must survive like those of any deleted file, not be
+            # dropped in the expectation of a re-read that cannot happen.
+            for fid, path in list(self.conn.execute("SELECT id, path FROM files WHERE missing = 0")):
+                if not os.path.exists(path):
+                    self.conn.execute("UPDATE files SET missing = 1 WHERE id = ?", (fid,))
             self.conn.execute("DROP TABLE IF EXISTS message_fts")
             create_fts(self.conn)
             self.conn.execute(

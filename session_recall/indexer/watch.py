@@ -37,7 +37,10 @@ class _Enqueue(FileSystemEventHandler):
         paths = [os.fsdecode(event.src_path)]
         if getattr(event, "dest_path", ""):
             paths.append(os.fsdecode(event.dest_path))
-        structural = event.event_type in ("moved", "deleted") or event.is_directory
+        # A folder's "modified" comes with every write closed in it: only folders
+        # created, moved or deleted need a reconcile (a file event names the file).
+        structural = event.event_type in ("moved", "deleted") or (
+            event.is_directory and event.event_type != "modified")
         self.watcher.enqueue([p for p in paths if is_log(p) or structural], structural)
 
 
@@ -80,11 +83,12 @@ class Watcher:
 
     def run(self) -> None:
         with self.store.writer():
-            self._sync(lambda s: s.run(self.paths, self.kind))
-            roots = [row[0] for row in self.store.conn.execute("SELECT path FROM sources ORDER BY id")]
+            # Watch first, then reconcile: a change made while the reconcile
+            # runs is then queued, not lost until the next periodic reconcile.
             if self.paths:
-                wanted = {os.path.realpath(os.path.expanduser(p)) for p in self.paths}
-                roots = [r for r in roots if r in wanted]
+                roots = [os.path.realpath(os.path.expanduser(p)) for p in self.paths]
+            else:
+                roots = [row[0] for row in self.store.conn.execute("SELECT path FROM sources ORDER BY id")]
             observer = Observer()
             for root in roots:
                 target = root if os.path.isdir(root) else os.path.dirname(root)
@@ -92,6 +96,7 @@ class Watcher:
                     observer.schedule(_Enqueue(self), target, recursive=True)
             observer.start()
             try:
+                self._sync(lambda s: s.run(self.paths, self.kind))
                 last_reconcile = time.monotonic()
                 while not self._stop.is_set():
                     with self._cond:

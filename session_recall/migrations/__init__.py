@@ -91,7 +91,25 @@ def m001_initial(conn: apsw.Connection) -> None:
     create_fts(conn)
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [m001_initial]
+def m002_source_problems(conn: apsw.Connection) -> None:
+    # What the last full pass over a source found wrong outside the lines of a
+    # log: an empty file, a file of unknown kind, a corrupt .zst, a folder it
+    # could not read, a symlink loop. Each pass replaces its source's rows, so
+    # they describe the source as it is now; `status` adds them to the counts
+    # of skipped lines (file_skips), which accumulate as lines are read.
+    conn.execute(
+        """
+        CREATE TABLE source_problems(
+            source_id INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY(source_id, reason)
+        ) WITHOUT ROWID
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [m001_initial, m002_source_problems]
 
 
 def applied(conn: apsw.Connection) -> list[str]:

@@ -34,7 +34,7 @@ from ..text.fold import HAS_CJK, match_text
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
-from .gates import Confirm, Scope, decide_scope, resolve, under
+from .gates import Confirm, Scope, decide_scope, resolve, session_path, under
 from .match import occurs
 from .parse import Term, fts_phrase
 from .retrieve import Retriever
@@ -49,6 +49,8 @@ ROLE_WEIGHT = {"user": 1.0, "assistant": 1.0, "tool_call": 0.8, "tool_result": 0
 # Verified hits examined at most per query before the quota's second pass
 # fills what is left (a common word can have millions of candidates).
 CANDIDATE_BUDGET = 5000
+# A hint quotes the query's terms in at most this many characters.
+HINT_TERMS_CHARS = 200
 
 
 def _weight_sql() -> str:
@@ -124,7 +126,8 @@ class Engine:
         return 1.0 + 2.0 ** (-age_days / h)
 
     def _pinned(self, cwd: str) -> int:
-        return int(any(under(resolve(cwd), resolve(p)) for p in self.settings.pinned_cwds))
+        path = session_path(cwd)
+        return int(path is not None and any(under(path, resolve(p)) for p in self.settings.pinned_cwds))
 
     def generation(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -172,10 +175,15 @@ class Engine:
     def _scan(self, scope_sql: str, params: list, run: Run):
         """Stored text of in-scope sessions, most recent first, within the budget."""
         budget = self.settings.scan_budget_sessions
+        pinned = ""
+        if self.settings.pinned_cwds:  # pinned cwds first here too (and scanned first, within the budget)
+            pinned = "recall_pinned(s.cwd) DESC, "
+            if "pinned_cwds" not in run.reranked:
+                run.reranked.append("pinned_cwds")
         sessions = list(self.conn.execute(
             f"SELECT s.id FROM sessions s WHERE 1 = 1{scope_sql} "
-            "ORDER BY coalesce((SELECT max(ts) FROM messages WHERE session = s.id), s.started_at) DESC, s.id DESC "
-            "LIMIT ?", [*params, budget + 1]))
+            f"ORDER BY {pinned}coalesce((SELECT max(ts) FROM messages WHERE session = s.id), s.started_at) DESC, "
+            "s.id DESC LIMIT ?", [*params, budget + 1]))
         if len(sessions) > budget:
             run.gaps["scan"] = (f"the exact scan visited the {budget} most recent sessions in scope (its budget); "
                                 "older sessions were not searched for the terms the index cannot look up")
@@ -269,6 +277,19 @@ class Engine:
         return Envelope(query=query, question=question, status=status, hint=hint, gaps=run.gaps,
                         diagnostics=diag, **kw)
 
+    def refusal(self, query: str, question: str | None, t0: float | None = None) -> Envelope | None:
+        """The refusal of a credential-shaped query or question, else None.
+        Reads no session, message or index row (callers ask it first)."""
+        for text in (query or "", question or ""):
+            kind = find_secret(text)
+            if kind:
+                return self._envelope(
+                    time.perf_counter() if t0 is None else t0, "[refused]", None, "refused",
+                    f"The query looks like a credential ({kind}). Secrets are removed when sessions are indexed "
+                    "and cannot be searched for; search for the words around it instead (the service, file or "
+                    "command it was used with).")
+        return None
+
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
@@ -277,14 +298,9 @@ class Engine:
         self._now = time.time()
         query = query or ""
         # 1. a credential-shaped query is refused before any corpus is touched
-        for text in (query, question or ""):
-            kind = find_secret(text)
-            if kind:
-                return self._envelope(
-                    t0, "[refused]", None, "refused",
-                    f"The query looks like a credential ({kind}). Secrets are removed when sessions are indexed "
-                    "and cannot be searched for; search for the words around it instead (the service, file or "
-                    "command it was used with).")
+        refused = self.refusal(query, question, t0)
+        if refused is not None:
+            return refused
         limit = max(1, min(limit or self.settings.default_limit, self.settings.max_limit))
         terms = self.retriever.parse(query)
         kw_terms: list[Term] = []
@@ -342,13 +358,13 @@ class Engine:
         elif terms:
             hits = self._hits(terms, scope, run)
         else:
-            hits = self._hits(kw_terms, scope, run, any_term=True)
+            # question only: a message with more of the keywords comes first
+            hits = self._by_coverage(self._hits(kw_terms, scope, run, any_term=True))
         selected, more = self._select(hits, limit, need)
         if not selected and len(terms) >= 2 and not kw_terms:
             partial_run = Run()
-            ranked = sorted(itertools.islice(self._hits(terms, scope, partial_run, any_term=True), CANDIDATE_BUDGET),
-                            key=lambda h: (-len(h.matched), -h.score, _neg(h.ts), -h.rowid))
-            selected, more = self._select(iter(ranked), limit, need)
+            ranked = self._by_coverage(self._hits(terms, scope, partial_run, any_term=True))
+            selected, more = self._select(ranked, limit, need)
             for h in selected:
                 h.partial = True
             partial = bool(selected)
@@ -366,7 +382,7 @@ class Engine:
                                   (hit.session,)).fetchone()
             passage = P.build(self.conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
                               terms=[t.folded for t in terms] if terms else [], rend=rend,
-                              caller_session=caller_session)
+                              caller_session=_own(caller_session, s[1], scope), cut_terms=folded_terms)
             if not terms:  # question mode: mark hits by any keyword
                 for m in passage.messages:
                     m.is_hit = m.is_hit or any(occurs(k, match_text(m.text)) for k in folded_terms)
@@ -387,10 +403,18 @@ class Engine:
         else:
             status = "no_match"
             hint = (f"No message in {self._scope_words(scope)} matches "
-                    + (" and ".join(repr(t.raw) for t in terms) if terms else "the question's keywords "
-                       + ", ".join(repr(t.folded) for t in kw_terms))
+                    + (_quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
+                       + _quoted([t.folded for t in kw_terms], ", "))
                     + (". Try fewer or other words, a question, or all_projects." if not all_projects else
                        ". Try fewer or other words, or a question."))
+            scope_sql, params = self._scope_sql(scope)
+            if not offset and not self.conn.execute(
+                    f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params).fetchone()[0]:
+                # Nothing was searched: not the same answer as "searched, found nothing".
+                run.gaps["scope"] = f"no indexed session lies in {self._scope_words(scope)}"
+                hint = (f"No session of {self._scope_words(scope)} is indexed, so nothing was searched. "
+                        "Index this project's session logs (`recall index PATH`), pass the cwd of the project "
+                        "you mean, or search all_projects.")
             if offset:
                 hint = "No more results: the previous page was the last."
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
@@ -407,9 +431,20 @@ class Engine:
             mt = match_text(text)
             extra = [k.folded for k in kw_terms if occurs(k.folded, mt)]
             hit.matched = hit.matched + extra
-            pool.append((len(extra), hit))
-        pool.sort(key=lambda p: (-p[0], -p[1].score, _neg(p[1].ts), -p[1].rowid))
-        return iter([h for _, h in pool])
+            pool.append(hit)
+        return self._by_coverage(iter(pool))
+
+    def _by_coverage(self, hits):
+        """At most CANDIDATE_BUDGET hits, those matching more terms first, then
+        by rank: pinned cwds first (when configured), score, newer, id."""
+        pool = list(itertools.islice(hits, CANDIDATE_BUDGET))
+        pinned: set[int] = set()
+        if self.settings.pinned_cwds and pool:
+            rows = self.conn.execute("SELECT id, cwd FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
+                                     (orjson.dumps(sorted({h.session for h in pool})).decode(),))
+            pinned = {sid for sid, cwd in rows if self._pinned(cwd)}
+        pool.sort(key=lambda h: (h.session not in pinned, -len(h.matched), -h.score, _neg(h.ts), -h.rowid))
+        return iter(pool)
 
     @staticmethod
     def _scope_words(scope: Scope) -> str:
@@ -421,7 +456,7 @@ class Engine:
         sessions = len({(r.source, r.cwd, r.session_id) for r in results})
         hint = f"{len(results)} passage{'s' * (len(results) != 1)} from {sessions} session{'s' * (sessions != 1)}."
         if partial:
-            hint = ("No message contains all of " + ", ".join(repr(t.raw) for t in terms)
+            hint = ("No message contains all of " + _quoted([t.raw for t in terms], ", ")
                     + "; these are the best partial matches (matched_terms says which terms each has). " + hint)
         hint += " recall_more(anchor_id) widens a passage to its whole turn."
         if cursor:
@@ -450,12 +485,27 @@ class Engine:
                                   "this caller cannot see, or the session is no longer indexed.")
         rend = P.Renderer(self.settings.redaction)
         passage = P.build(self.conn, session_row=row[0], session_key=(source, scwd, session_id), anchor_row=row[3],
-                          terms=[], rend=rend, caller_session=caller_session, wide=True)
+                          terms=[], rend=rend, caller_session=_own(caller_session, scwd, verdict.scope), wide=True)
         result = Result(session_id=session_id, source=source, title=rend(row[1]), cwd=scwd, started_at=row[2],
                         score=0.0, partial=False, matched_terms=[], passage=passage)
         run = Run(engine="none")
         return self._envelope(t0, anchor, None, "ok", f"The turn around this anchor, {len(passage.messages)} messages.",
                               run, results=[result], redacted=rend.redacted)
+
+
+def _quoted(values: list[str], sep: str) -> str:
+    """Terms for a hint, quoted, at most HINT_TERMS_CHARS (a hint stays one
+    short sentence even for a query of 100 KB)."""
+    text = sep.join(repr(v) for v in values)
+    return text if len(text) <= HINT_TERMS_CHARS else text[:HINT_TERMS_CHARS] + "…"
+
+
+def _own(caller_session: str | None, session_cwd: str, scope: Scope) -> str | None:
+    """`caller_session` if a session of this cwd can be the caller's own: a
+    session is (source, cwd, id), so the same id in another project (outside
+    the caller's cwd) is someone else's and its materials get no resource."""
+    path = session_path(session_cwd)
+    return caller_session if path is not None and under(path, scope.cwd) else None
 
 
 def _neg(ts: str | None) -> tuple:

@@ -23,6 +23,14 @@ def resolve(path: str) -> str:
     return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
 
 
+def session_path(cwd: str) -> str | None:
+    """A session's recorded cwd, resolved; None when it is not absolute. A log
+    may carry anything, and a relative or `~` path would otherwise resolve
+    against whoever is asking: such a session is in no project and passes no
+    allow- or denylist (only an unfiltered all_projects search sees it)."""
+    return resolve(cwd) if os.path.isabs(cwd) else None
+
+
 def under(path: str, root: str) -> bool:
     """`path` is `root` or inside it, component-wise. Both already resolved."""
     if root == "/":
@@ -36,7 +44,9 @@ def _under_any(path: str, roots: list[str]) -> bool:
 
 def cwd_permitted(session_cwd: str, settings: Settings) -> bool:
     """The allow- and denylists: deny wins; a non-empty allowlist must cover it."""
-    p = resolve(session_cwd)
+    p = session_path(session_cwd)
+    if p is None:
+        return not settings.allow_cwds and not settings.deny_cwds
     if _under_any(p, settings.deny_cwds):
         return False
     return not settings.allow_cwds or _under_any(p, settings.allow_cwds)
@@ -54,8 +64,10 @@ class Scope:
     session_id: str | None = None
 
     def covers_cwd(self, session_cwd: str, settings: Settings) -> bool:
-        if self.kind == "project" and not under(resolve(session_cwd), self.cwd):
-            return False
+        if self.kind == "project":
+            p = session_path(session_cwd)
+            if p is None or not under(p, self.cwd):
+                return False
         return cwd_permitted(session_cwd, settings)
 
     def covers(self, session_cwd: str, session_id: str, settings: Settings) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..text.fold import match_text
+from ..text.fold import WHITE_SPACE_CLASS, match_text
 from ..text.tokens import TermTokens, term_tokens
 
-_TERM = re.compile(r'"([^"]*)"?|(\S+)')
+_TERM = re.compile(f'"([^"]*)"?|([^{WHITE_SPACE_CLASS}]+)')
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ def split_terms(query: str) -> list[str]:
     out = []
     for m in _TERM.finditer(query):
         raw = m.group(1) if m.group(1) is not None else m.group(2)
-        if raw.strip():
+        if match_text(raw).strip(" "):
             out.append(raw)
     return out
 
@@ -42,7 +42,7 @@ def parse(query: str, word_tokens) -> list[Term]:
     terms = []
     seen = set()
     for raw in split_terms(query):
-        folded = match_text(raw).strip()
+        folded = match_text(raw).strip(" ")
         if not folded or folded in seen:
             continue
         seen.add(folded)

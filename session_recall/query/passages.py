@@ -19,6 +19,7 @@ import apsw
 import orjson
 
 from ..model import Material, Passage, PassageMessage
+from ..text.fold import match_text
 from ..text.redact import render
 from .match import message_matches
 
@@ -31,6 +32,9 @@ RESPONSE_BYTES = 32768
 MORE_WINDOW = 40
 MORE_PASSAGE_BYTES = 16384
 MATERIALS_PER_MESSAGE = 8
+# A neighbour that would have to be cut to fewer bytes than this is left out
+# rather than shown as a stub.
+MIN_PIECE_BYTES = 64
 READABLE = ("image", "text")
 
 
@@ -63,13 +67,47 @@ def material_kind(mime: str) -> str:
     return "binary"
 
 
+def _locate(text: str, terms: list[str]) -> int:
+    """The character offset in `text` of the first place a term occurs, else 0.
+
+    Terms are match text (folded, white space collapsed), `text` is not: look
+    in its case-folded form first (same length in the common case), then piece
+    by piece in its match text (full-width forms, a phrase broken over lines),
+    mapping the place found back to `text`."""
+    terms = [t for t in terms if t]
+    if not terms:
+        return 0
+    low = text.casefold()
+    if len(low) == len(text):
+        found = [i for i in (low.find(t) for t in terms) if i >= 0]
+        if found:
+            return min(found)
+    step, overlap = 65536, 4 * max(map(len, terms)) + 64
+    for start in range(0, len(text), step):
+        piece = text[start : start + step + overlap]
+        mt = match_text(piece)
+        found = [i for i in (mt.find(t) for t in terms) if i >= 0]
+        if found:
+            at = min(found)
+            lo, hi = 0, len(piece)
+            while lo < hi:  # the shortest prefix whose match text reaches past `at`
+                mid = (lo + hi) // 2
+                if len(match_text(piece[:mid])) > at:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            return start + max(0, lo - 1)
+    return 0
+
+
 def _cut(text: str, budget: int, terms: list[str]) -> tuple[str, bool]:
     """At most `budget` bytes of text, around the first place a term occurs."""
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= budget:
         return text, False
-    low = text.casefold()
-    at = min((i for i in (low.find(t) for t in terms) if i >= 0), default=0)
+    if budget < 7:  # no room for the two ellipses (3 bytes each) and a character
+        return "", True
+    at = _locate(text, terms)
     # centre the window on the hit, in characters, then trim to bytes
     chars = max(1, budget // 3)
     start = max(0, at - chars // 3)
@@ -106,8 +144,12 @@ def materials(raw: list[dict], *, session_id: str, readable_session: str | None,
 
 
 def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, str, str], anchor_row: int,
-          terms: list[str], rend: Renderer, caller_session: str | None, wide: bool = False) -> Passage:
-    """The passage around one anchor message."""
+          terms: list[str], rend: Renderer, caller_session: str | None, wide: bool = False,
+          cut_terms: list[str] | None = None) -> Passage:
+    """The passage around one anchor message. `terms` (all must occur) decide
+    which neighbours are hits; long texts are cut around the first of
+    `cut_terms` (default: `terms`; a question's keywords in question mode)."""
+    cut_terms = terms if cut_terms is None else cut_terms
     source, cwd, session_id = session_key
     turn_id, anchor_seq = conn.execute("SELECT turn_id, seq FROM messages WHERE id = ?", (anchor_row,)).fetchone()
     window = MORE_WINDOW if wide else WINDOW
@@ -145,7 +187,9 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
         per = min(per, budget)
         if per <= 0:
             continue
-        text, truncated = _cut(rend(r[4]) or "", per, terms)
+        text, truncated = _cut(rend(r[4]) or "", per, cut_terms)
+        if truncated and per < MIN_PIECE_BYTES and r[0] != anchor_row:
+            continue
         budget -= len(text.encode("utf-8", "surrogatepass"))
         texts[r[0]] = (text, truncated)
     for r in picked:

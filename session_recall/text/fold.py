@@ -18,6 +18,7 @@ from functools import lru_cache
 CJK_CLASS = (
     "\u1100-\u11ff"  # Hangul Jamo
     "\u3005\u3006\u3007"  # 々 〆 〇
+    "\u302e\u302f"  # Hangul tone marks
     "\u3040-\u309f"  # Hiragana
     "\u30a0-\u30ff"  # Katakana
     "\u3130-\u318f"  # Hangul compatibility Jamo
@@ -28,6 +29,7 @@ CJK_CLASS = (
     "\uac00-\ud7af"  # Hangul syllables
     "\ud7b0-\ud7ff"  # Hangul Jamo extended B
     "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U0001aff0-\U0001b16f"  # kana extended B, kana supplement, kana extended A, small kana extension
     "\U00020000-\U0003ffff"  # CJK extensions B and later
 )
 CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
@@ -40,7 +42,11 @@ PLACEHOLDER_OPEN = "\ue000"
 PLACEHOLDER_CLOSE = "\ue001"
 PLACEHOLDER = re.compile("\ue000([a-z0-9_]+):([0-9a-f]{8})\ue001")
 
-_WS = re.compile(r"\s+")
+# White space as docs/matching.md means it (a regex class): the Unicode
+# White_Space property. Not Python's \s (str.isspace), which also takes the
+# information separators U+001C..U+001F: control characters, not spaces.
+WHITE_SPACE_CLASS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_WS = re.compile(f"[{WHITE_SPACE_CLASS}]+")
 
 
 def fold(text: str) -> str:
@@ -63,9 +69,11 @@ def match_text(text: str) -> str:
 def is_word_char(ch: str) -> bool:
     """A letter, digit, mark or private-use character that is not CJK.
 
-    This is a superset of what SQLite's unicode61 tokenizer (configured with
-    categories 'L* N* Co M*') keeps inside a token, which is what keeps the
-    FTS5 candidates a superset of the true matches.
+    SQLite's unicode61 tokenizer (configured with categories 'L* N* Co M*')
+    keeps every such character inside a token, but also characters its older
+    Unicode table does not know (emoji, new symbols, unassigned code points);
+    tokens.words_only() turns those into spaces before it sees them, which is
+    what keeps the FTS5 candidates a superset of the true matches.
     """
     if HAS_CJK.match(ch):
         return False

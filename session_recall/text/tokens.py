@@ -6,6 +6,13 @@ becomes its overlapping bigrams followed by a unigram of its last character,
 separated by spaces, and everything else is left for unicode61 to cut into
 words. `显示Miso` becomes `显示 示 miso`.
 
+Before that, every character that is neither a word character nor CJK becomes
+a space. unicode61 classifies characters by its own, older Unicode table, in
+which code points assigned since (most emoji, ₽, U+2066, letters of new
+scripts) and unassigned ones count as token characters: it would index
+`thanks🥰` as one token and `thanks` could never be found in it. After the
+rewrite, unicode61's tokens are exactly the runs of word characters.
+
 Why the trailing unigram: every occurrence of a CJK character is then the first
 character of some token (a bigram, or the last-character unigram), so a one
 character query `示` is answered exactly by the FTS5 prefix query `"示"*`.
@@ -20,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fold import CJK_RUN, blank_placeholders, fold
+from .fold import CJK_RUN, HAS_CJK, blank_placeholders, fold, is_word_char
 
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2
 # unicode61 must not strip diacritics or split on marks, so that its tokens are
 # exactly the words of the folded text (see fold.is_word_char).
 FTS_TOKENIZER_ARGS = ["remove_diacritics", "0", "categories", "L* N* Co M*"]
@@ -37,9 +44,30 @@ def _bigrams(run: str, *, closed: bool) -> list[str]:
     return grams
 
 
+class _Separators(dict):
+    """A str.translate table filled as characters are met: a character that is
+    neither a word character nor CJK maps to a space."""
+
+    def __missing__(self, cp: int) -> int:
+        ch = chr(cp)
+        value = cp if is_word_char(ch) or HAS_CJK.match(ch) else 0x20
+        self[cp] = value
+        return value
+
+
+_SEPARATORS = _Separators()
+
+
+def words_only(folded: str) -> str:
+    """`folded` with every character that is neither a word character nor CJK
+    turned into a space (one for one, so positions are kept). ASCII needs no
+    table: unicode61 already cuts it at exactly those characters."""
+    return folded if folded.isascii() else folded.translate(_SEPARATORS)
+
+
 def index_body(text: str) -> str:
     """The string handed to FTS5 for one stored field of a message."""
-    folded = fold(blank_placeholders(text))
+    folded = words_only(fold(blank_placeholders(text)))
     if not CJK_RUN.search(folded):
         return folded
     out: list[str] = []
@@ -65,6 +93,7 @@ class TermTokens:
 def term_tokens(folded_term: str, word_tokens) -> TermTokens:
     """Tokens of a folded term. `word_tokens(str) -> list[str]` is unicode61 run
     on the non-CJK parts, so that the query is cut exactly as the index was."""
+    folded_term = words_only(folded_term)
     toks: list[str] = []
     prefix = False
     pos = 0

@@ -9,6 +9,7 @@ transaction, so a resumed read continues exactly where the last one stopped.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import ClassVar
 
@@ -25,23 +26,26 @@ class Skip(Exception):
         self.reason = reason
 
 
+# In a str decoded by the standard library, every valid surrogate pair has
+# already become one character: what is left is a lone surrogate.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _scrub(value):
     """Lone surrogates (valid JSON escapes, invalid text) become U+FFFD."""
     if isinstance(value, str):
-        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+        return _LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {k: _scrub(v) for k, v in value.items()}
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub(v) for v in value]
     return value
 
 
-def _has_surrogate(s: str) -> bool:
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+def _parse_int(digits: str) -> int | float:
+    """An integer too long for 64 bits becomes a float, as orjson makes it (and
+    never a 4,300-digit int that Python refuses to convert or serialise)."""
+    return int(digits) if len(digits) <= 19 else float(digits)
 
 
 def load_object(line: bytes) -> dict:
@@ -54,13 +58,17 @@ def load_object(line: bytes) -> dict:
         except UnicodeDecodeError:
             raise Skip("invalid_utf8") from None
         try:
-            # orjson refuses lone surrogate escapes and deep nesting; the
-            # standard library accepts the first and bounds the second.
-            value = _scrub(json.loads(text))
+            # orjson refuses lone surrogate escapes, numbers beyond a double
+            # and deep nesting; the standard library accepts the first two
+            # and bounds the third.
+            value = _scrub(json.loads(text, parse_int=_parse_int))
         except RecursionError:
             raise Skip("too_deep") from None
         except ValueError:
-            raise Skip("malformed_json") from None
+            # A NUL byte outside a string's escapes is never JSON; it is named
+            # apart because it usually means a damaged file (a crash that left
+            # a run of zeros), not a writer's bug.
+            raise Skip("nul_bytes" if b"\x00" in line else "malformed_json") from None
     if not isinstance(value, dict):
         raise Skip("not_object")
     if not isinstance(value.get("type"), str):
@@ -88,8 +96,10 @@ class Parser:
 
 def kinds() -> dict[str, type[Parser]]:
     from .canonical import CanonicalParser
+    from .claude_code import ClaudeCodeParser
+    from .codex import CodexParser
 
-    return {CanonicalParser.kind: CanonicalParser}
+    return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser)}
 
 
 def detect_kind(first_lines: list[bytes]) -> str | None:

@@ -18,8 +18,13 @@ from . import Parser, Skip, load_object
 _OURS = re.compile(rb'"type"\s*:\s*"(?:session|title|message|message_delta)"')
 
 
-def attachments(raw: list) -> tuple[list[Attachment], int]:
-    """The valid attachments of a message and how many were malformed."""
+def attachments(raw) -> tuple[list[Attachment], int]:
+    """The valid attachments of a message and how many were malformed (a
+    value that is not a list at all counts as one)."""
+    if raw is None:
+        return [], 0
+    if not isinstance(raw, list):
+        return [], 1
     good: list[Attachment] = []
     bad = 0
     for item in raw:

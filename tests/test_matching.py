@@ -1,0 +1,202 @@
+"""Every example of docs/matching.md, one test each, against the product
+(`Index.search`: all matching messages, no scope, no limit).
+
+Each case indexes one message (text, and attachment names where the example
+needs them) in a session titled "Résumé layout", and asks one query.
+"""
+
+from __future__ import annotations
+
+import re
+
+import apsw
+import pytest
+
+from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
+
+SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
+CWD = "/home/ada/resume"
+
+CASES = [
+    # 1. folding: NFKC, then full case folding, on both sides
+    ("font", "Ｆｏｎｔ", True),
+    ("Ｆｏｎｔ", "font", True),
+    ("file", "ﬁle", True),
+    ("strasse", "Straße", True),
+    ("1", "①", True),
+    ("カタカナ", "ｶﾀｶﾅ", True),
+    # 2. terms: white space separates, quotes make a phrase, an unclosed quote runs to the end
+    ('"source serif"', "Let's pick Source Serif 4", True),
+    ('"source serif"', "serif, not source", False),
+    ("source serif", "serif, not source", True),
+    ('"source serif', "Source Serif 4", True),
+    ('"source serif', "serif, not source", False),
+    ("font font", "font", True),
+    ('"" font', "font", True),
+    # 2. quotes are the only syntax: these are plain text
+    ("font*", "fonts", False),
+    ("font*", "the font* rule", True),
+    ("%", "100% off", True),
+    ("%", "100 off", False),
+    ("_", "__init__", True),
+    ("_", "ab", False),
+    ("^", "x^2", True),
+    (":", "key: value", True),
+    ("(", "f(x)", True),
+    ("-serif", "sans-serif", True),
+    ("-serif", "serif", False),
+    ("font AND serif", "font and serif", True),
+    ("font AND serif", "font serif", False),
+    ("font OR serif", "font", False),
+    ("font NOT serif", "font not serif", True),
+    ("font NOT serif", "font", False),
+    ("NEAR(font serif)", "near(font serif)", True),
+    ("NEAR(font serif)", "font serif", False),
+    # 3. Latin and digits match whole words; no prefix matching
+    ("font", "Which font?", True),
+    ("font", "font-size", True),
+    ("font", "fonts", False),
+    ("font", "typeface", False),
+    ("10", "100", False),
+    ("10", "at 10 pt", True),
+    # 3. CJK matches anywhere, any length, one character included
+    ("显示", "浮窗现在只显示Miso", True),
+    ("示", "浮窗现在只显示Miso", True),
+    ("简历模板", "我的简历模板", True),
+    ("简历 模板", "我的简历模板", True),
+    # 3. a CJK end of a term needs nothing of its neighbour
+    ("miso", "只显示Miso，", True),
+    # 3. mixed terms match as written
+    ("修改youer服务端", "先修改youer服务端的配置", True),
+    ("修改youer服务端", "修改 youer 服务端", False),
+    ("youer", "先修改youer服务端的配置", True),
+    ("youer", "修改 youer 服务端", True),
+    # 3. symbols are ordinary characters, never wildcards
+    ("100%", "a 100% discount", True),
+    ("100%", "a 1000% discount", False),
+    ("C++", "in C++ pricing", True),
+    ("C++", "abc++", False),
+    ("a->b", "then a->b works", True),
+    ("a->b", "then a-b works", False),
+    ("price->round()", "Found it: price->round() truncates", True),
+    ("src/pricing/total.cc", "rounding in src/pricing/total.cc.", True),
+    ("src/pricing/total.cc", "rounding in src/pricing/total.c", False),
+    ("->", "then a->b works", True),
+    ("🎉", "done 🎉!", True),
+    ("🎉", "done!", False),
+    # 3. phrases: white space collapsed on both sides
+    ('"source serif 4"', "Source  Serif\n4", True),
+    ('"source serif 4"', "Source Serif 45", False),
+    # 3. folding applies to both sides; accents are kept
+    ("RÉSUMÉ", "résumé", True),
+    ("ｆｏｎｔ", "font", True),
+    ("resume", "résumé", False),
+]
+
+
+@pytest.fixture
+def one_message(corpus):
+    """Index one message and return a function asking a query of it."""
+
+    def ask(text: str, query: str, attachments: list[str] = ()) -> bool:
+        extra = {}
+        if attachments:
+            extra["attachments"] = [{"id": f"a{i}", "name": n, "mime_type": "image/png", "bytes": 1}
+                                    for i, n in enumerate(attachments)]
+        corpus.session("s1", CWD, title="Résumé layout").say("m1", text, **extra)
+        ix = corpus.open()
+        found = ix.search(query, limit=10**9)
+        assert [(s["session_id"], hit.message_id) for hit, s in found] in ([], [("s1", "m1")])
+        return bool(found)
+
+    return ask
+
+
+@pytest.mark.parametrize(("query", "text", "expected"), CASES, ids=[f"{q}|{t}" for q, t, _ in CASES])
+def test_example(one_message, query, text, expected):
+    assert one_message(text, query) is expected
+
+
+# 1, 2. attachment names are fields of their own; titles are not fields
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("截图", True),                # in the attachment name only
+    ("浮窗 截图", True),           # two terms, two fields
+    ('"浮窗 浮窗截图"', False),    # one term never spans two fields
+    ("layout", False),            # the session title is not a field
+])
+def test_fields(one_message, query, expected):
+    assert one_message("浮窗", query, attachments=["浮窗截图.png"]) is expected
+
+
+# 4. secrets: a placeholder is one space; nothing inside it matches
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("deploy", True),
+    ("now", True),
+    ('"with now"', True),         # the placeholder is one space between them
+    ("redacted", False),
+    ("anthropic_key", False),
+    ("Qw3rTy8uIoPaSdFgHjKlZxCv", False),
+    ("ant", False),
+])
+def test_placeholder_is_one_space(one_message, query, expected):
+    assert one_message(f"deploy with {SECRET} now", query) is expected
+
+
+def test_placeholder_hash_matches_nothing(corpus):
+    corpus.session("s1", CWD).say("m1", f"deploy with {SECRET} now")
+    ix = corpus.open()
+    stored = ix.store.conn.execute("SELECT text FROM messages").fetchone()[0]
+    assert SECRET not in stored
+    digest = re.search(r"anthropic_key:([0-9a-f]{8})", stored).group(1)
+    assert ix.search(digest, limit=10**9) == []
+    assert ix.search(f"anthropic_key:{digest}", limit=10**9) == []
+
+
+def test_credential_shaped_query_is_refused(corpus):
+    corpus.session("s1", CWD).say("m1", f"deploy with {SECRET} now")
+    ix = corpus.open()
+    env = ix.recall(SECRET, all_projects=True)
+    assert env.status == "refused"
+    assert SECRET not in env.model_dump_json()
+
+
+# 3, 5. a term made only of symbols or emoji has no index tokens: a scan answers it
+
+
+@pytest.mark.parametrize("query", ["->", "🎉", "%", "_"])
+def test_symbol_only_terms_are_answered_by_a_scan(corpus, query):
+    corpus.session("s1", CWD).say("m1", "a->b 🎉 100% __init__")
+    ix = corpus.open()
+    assert term_tokens(query, _unicode61).tokens == ()
+    env = ix.recall(query, all_projects=True)
+    assert env.status == "ok"
+    assert env.diagnostics.engine == "session-scan"
+
+
+# 5. how the index answers: bigrams plus the run's last character; a single
+# CJK character at the end of a term is a prefix token
+
+
+def _unicode61(text: str) -> list[str]:
+    tok = apsw.Connection(":memory:").fts5_tokenizer("unicode61", FTS_TOKENIZER_ARGS)
+    return [t[2] for t in tok(text.encode(), apsw.FTS5_TOKENIZE_DOCUMENT, None)]
+
+
+def test_index_body_example():
+    assert _unicode61(index_body("显示Miso")) == ["显示", "示", "miso"]
+
+
+@pytest.mark.parametrize(("term", "tokens", "prefix"), [
+    ("示", ("示",), True),                   # single CJK character at the end: "示"*
+    ("显示", ("显示",), False),              # a run at the end may continue in the text: no unigram
+    ("显示miso", ("显示", "示", "miso"), False),  # a run that ends inside the term is closed
+    ("miso显", ("miso", "显"), True),
+    ("->", (), False),                       # symbols only: no tokens, a scan answers
+])
+def test_term_tokens_examples(term, tokens, prefix):
+    got = term_tokens(term, _unicode61)
+    assert (got.tokens, got.prefix) == (tokens, prefix)

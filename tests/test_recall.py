@@ -1,0 +1,733 @@
+"""Recall end to end (contract sections 4, 5, 7, 8 and 9): real canonical logs,
+a real index, the public API `Index.recall` / `Index.recall_more`, and the
+`recall` command in a subprocess.
+
+Failures are hinted envelopes with distinct statuses; pages are disjoint and
+in order; the per-session quota and its second pass; passages, their budgets
+and materials; partial matches; questions in Chinese and English; role
+weights, ties and the optional re-ranks; the session scan and its budget;
+redaction in both output modes, and no secret in any output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections import Counter
+
+import pytest
+
+from session_recall import Index
+from session_recall.config import Settings
+from session_recall.model import Envelope
+from session_recall.query import passages as P
+from session_recall.text.redact import KINDS, find_secret
+
+# One sample per secret kind of the redactor: (text to plant, a fragment of
+# the secret itself that must never come out).
+SECRETS: dict[str, tuple[str, str]] = {
+    "private_key": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+                    "-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"),
+    "bearer": ("Authorization: Bearer 9f8e7d6c5b4a39281706f5e4", "9f8e7d6c5b4a39281706f5e4"),
+    "anthropic_key": ("sk-ant-api03-Zq8xVw2LmN4pRt6y", "Zq8xVw2LmN4pRt6y"),
+    "stripe_key": ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
+    "openai_key": ("sk-proj-Q7mW2xN9bV4cK8jH3gF6", "Q7mW2xN9bV4cK8jH3gF6"),
+    "github_token": ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),
+    "aws_key": ("AKIAQ3EGUI2PXQ7RJ4MN", "Q3EGUI2PXQ7RJ4MN"),
+    "slack_token": ("xoxb-2048-17761-Rq9fVxT2", "2048-17761-Rq9fVxT2"),
+    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZGEifQ.Xk3vQ9wLm2Rt8yP4sN7b", "Xk3vQ9wLm2Rt8yP4sN7b"),
+    "url_password": ("https://deploy:Tr0ub4dor3x@git.example.org/repo.git", "Tr0ub4dor3x"),
+    "password": ("password=Hunter2Hunter2", "Hunter2Hunter2"),
+    "email": ("ada.lovelace@example.com", "ada.lovelace@example"),
+}
+
+
+def test_every_secret_kind_has_a_sample():
+    assert set(SECRETS) == set(KINDS)
+    for kind, (text, _) in SECRETS.items():
+        assert find_secret(text) == kind, kind
+
+
+# --- helpers ----------------------------------------------------------------------
+
+
+def anchors(env: Envelope) -> list[str]:
+    return [r.passage.anchor_id for r in env.results]
+
+
+def passage_bytes(result) -> int:
+    return sum(len(m.text.encode("utf-8")) for m in result.passage.messages)
+
+
+def all_pages(ix: Index, query: str, **kw) -> list[Envelope]:
+    pages = [ix.recall(query, **kw)]
+    while pages[-1].next_cursor:
+        assert len(pages) < 100, "paging does not end"
+        pages.append(ix.recall(query, cursor=pages[-1].next_cursor, **kw))
+    return pages
+
+
+def ago(days: float) -> str:
+    t = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)
+    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@pytest.fixture
+def proj(tmp_path):
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
+
+
+# --- failures are hinted envelopes ------------------------------------------------
+
+
+def test_every_failure_class_has_its_own_status_and_a_hint(tmp_path, proj, corpus):
+    from conftest import Corpus
+
+    s = corpus.session("s1", proj, title="Fonts")
+    s.say("m1", "Which font for the résumé?")
+    s.say("m2", "Garamond, at 11 pt.", role="assistant")
+    ix = corpus.open()
+    void = Corpus(tmp_path / "void")  # an index that holds nothing
+    try:
+        empty = void.open()
+        denied = corpus.open(all_projects="deny")
+        page = ix.recall("font", cwd=str(proj), limit=1)
+        s.say("m3", "Another font: Inter.", role="assistant", turn="t2")
+        assert page.next_cursor is None  # one hit turn: no second page, so make a cursor elsewhere
+        s2 = corpus.session("s2", proj)
+        s2.say("m1", "font sizes again", turn="a")
+        s2.say("m2", "font weights", turn="b")
+        corpus.sync(ix)
+        first = ix.recall("font", cwd=str(proj), limit=1)
+        assert first.next_cursor
+        failures = {
+            "empty_query": ix.recall("", cwd=str(proj)),
+            "empty_index": empty.recall("font", cwd=str(proj)),
+            "refused": ix.recall("sk-ant-api03-Zq8xVw2LmN4pRt6y", cwd=str(proj)),
+            "denied": denied.recall("font", cwd=str(proj), all_projects=True),
+            "unknown_session": ix.recall("font", cwd=str(proj), session_id="no-such-session"),
+            "unknown_anchor": ix.recall_more("no-such-anchor", cwd=str(proj)),
+            "stale_cursor": ix.recall("garamond", cwd=str(proj), limit=1, cursor=first.next_cursor),
+        }
+        no_match = ix.recall("typewriter", cwd=str(proj))
+    finally:
+        void.close()
+    for status, env in failures.items():
+        assert env.status == status, (status, env.status, env.hint)
+        assert env.results == [] and env.next_cursor is None, status
+        assert env.hint.strip() and "Traceback" not in env.hint, status
+        assert Envelope.model_validate_json(env.model_dump_json()) == env
+    assert len({env.status for env in failures.values()}) == len(failures)
+    # an empty answer and an unsearched corpus are distinguishable
+    assert no_match.status == "no_match" and no_match.results == []
+    assert no_match.status not in {env.status for env in failures.values()}
+    assert no_match.hint != failures["empty_index"].hint
+    assert "index" in failures["empty_index"].hint.lower()
+
+
+@pytest.mark.parametrize("query", ["", "   ", '""', '" "', "\t\n"])
+def test_an_empty_query_without_a_question_asks_for_one(proj, corpus, query):
+    corpus.session("s1", proj).say("m1", "anything")
+    env = corpus.open().recall(query, cwd=str(proj))
+    assert env.status == "empty_query" and env.results == [] and env.hint
+
+
+def test_a_project_with_nothing_indexed_says_so(tmp_path, proj, corpus):
+    """No session of the caller's project is indexed: not the same as `we
+    searched your sessions and found nothing`."""
+    corpus.session("s1", proj).say("m1", "font talk")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ix = corpus.open()
+    searched = ix.recall("typewriter", cwd=str(proj))
+    unsearched = ix.recall("font", cwd=str(elsewhere))
+    assert searched.status == unsearched.status == "no_match"
+    assert "scope" not in searched.gaps
+    assert "scope" in unsearched.gaps
+    assert "no session" in unsearched.hint.lower() and unsearched.hint != searched.hint
+
+
+@pytest.mark.parametrize("kind", sorted(SECRETS))
+def test_a_credential_shaped_query_is_refused_before_any_corpus_is_touched(proj, corpus, kind):
+    sample, fragment = SECRETS[kind]
+    corpus.session("s1", proj).say("m1", f"we deployed with {sample}")
+    ix = corpus.open()
+    statements: list[str] = []
+
+    def trace(cursor, sql, bindings):
+        statements.append(sql)
+        return True
+
+    ix.store.conn.exec_trace = trace
+    try:
+        envs = [ix.recall(sample, cwd=str(proj)), ix.recall(f"deployed {sample}", cwd=str(proj)),
+                ix.recall("", question=f"what was {sample} for?", cwd=str(proj)),
+                ix.recall(sample, cwd=str(proj), all_projects=True)]
+    finally:
+        ix.store.conn.exec_trace = None
+    touched = [q for q in statements if "messages" in q or "message_fts" in q or "sessions" in q]
+    assert touched == [], touched
+    for env in envs:
+        assert env.status == "refused" and env.results == [] and env.hint
+        assert kind in env.hint
+        out = env.model_dump_json()
+        assert fragment not in out and sample not in out
+
+
+def test_an_unknown_session_is_a_hint(proj, corpus):
+    corpus.session("s1", proj).say("m1", "font")
+    env = corpus.open().recall("font", cwd=str(proj), session_id="s9")
+    assert env.status == "unknown_session" and "s9" in env.hint and env.results == []
+
+
+def test_cursors_of_another_query_or_garbage_are_stale(proj, corpus):
+    for i in range(6):
+        corpus.session(f"s{i}", proj).say("m1", f"invoice number {i} and receipt")
+    ix = corpus.open()
+    first = ix.recall("invoice", cwd=str(proj), limit=2)
+    assert first.next_cursor
+    for kw in ({"query": "receipt"}, {"query": "invoice", "limit": 3}, {"query": "invoice", "all_projects": True},
+               {"query": "invoice", "session_id": "s1"}, {"query": "invoice", "question": "which invoice?"}):
+        q = kw.pop("query")
+        env = ix.recall(q, cwd=str(proj), **{"limit": 2, **kw}, cursor=first.next_cursor)
+        assert env.status == "stale_cursor" and env.results == [] and env.hint, kw
+    for garbage in ("x", "!!!", "eyJrIjoxfQ", "bm90IGpzb24"):
+        env = ix.recall("invoice", cwd=str(proj), limit=2, cursor=garbage)
+        assert env.status == "stale_cursor" and env.results == [], garbage
+    # the right cursor pages
+    assert ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor).status == "ok"
+
+
+def test_a_cursor_made_before_a_sync_added_messages_is_stale(proj, corpus):
+    sessions = [corpus.session(f"s{i}", proj) for i in range(5)]
+    for i, s in enumerate(sessions):
+        s.say("m1", f"invoice {i}")
+    ix = corpus.open()
+    first = ix.recall("invoice", cwd=str(proj), limit=2)
+    assert ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor).status == "ok"
+    sessions[0].say("m2", "a new invoice arrived", turn="t2")
+    corpus.sync(ix)
+    env = ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor)
+    assert env.status == "stale_cursor" and env.results == []
+    assert "without a cursor" in env.hint
+    # repeating the query pages the new state
+    pages = all_pages(ix, "invoice", cwd=str(proj), limit=2)
+    assert sum(len(p.results) for p in pages) == 6
+
+
+# --- paging and the per-session quota -------------------------------------------------
+
+
+def test_pages_are_disjoint_and_in_the_order_of_one_big_page(proj, corpus):
+    """Each session holds at most ceil(limit/3) hits, so the quota does not
+    bind and one big page is the same ranking."""
+    for i in range(11):
+        s = corpus.session(f"s{i:02d}", proj, started_at=f"2026-10-{i + 1:02d}T08:00:00Z")
+        s.say("m1", "invoice " + "filler " * (i % 4) + f"number {i}", turn="t1")
+        if i % 3 == 0:
+            s.say("m2", "invoice invoice " + "other " * i, turn="t2")
+    ix = corpus.open()
+    big = ix.recall("invoice", cwd=str(proj), limit=50)
+    assert big.next_cursor is None and len(big.results) == 15
+    pages = all_pages(ix, "invoice", cwd=str(proj), limit=6)
+    assert [len(p.results) for p in pages] == [6, 6, 3]
+    assert all(p.status == "ok" for p in pages)
+    paged = [a for p in pages for a in anchors(p)]
+    assert len(set(paged)) == len(paged)
+    assert paged == anchors(big)
+    assert [r.score for p in pages for r in p.results] == [r.score for r in big.results]
+
+
+def test_paging_covers_every_hit_once_when_the_quota_binds(proj, corpus):
+    heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
+    for t in range(8):
+        heavy.say(f"m{t}", "receipt", turn=f"t{t}")  # short: scores best
+    for i in range(3):
+        corpus.session(f"light{i}", proj).say("m1", "the receipt was lost somewhere in the mail " * 3)
+    ix = corpus.open()
+    pages = all_pages(ix, "receipt", cwd=str(proj), limit=3)
+    assert all(len(p.results) <= 3 for p in pages)
+    paged = [a for p in pages for a in anchors(p)]
+    assert len(paged) == len(set(paged)) == 11
+    # the first page shows three sessions, not three turns of the best one
+    assert len({r.session_id for r in pages[0].results}) == 3
+
+
+@pytest.mark.parametrize("limit", range(1, 10))
+def test_at_most_ceil_limit_over_3_passages_per_session_when_others_have_hits(proj, corpus, limit):
+    a = corpus.session("a", proj, started_at="2026-11-03T08:00:00Z")
+    for t in range(10):
+        a.say(f"m{t}", "quota", turn=f"t{t}")  # the strongest hits
+    for name in ("b", "c"):
+        s = corpus.session(name, proj, started_at="2026-11-01T08:00:00Z")
+        for t in range(5):
+            s.say(f"m{t}", "a long message that mentions the quota only once among many words", turn=f"t{t}")
+    ix = corpus.open()
+    env = ix.recall("quota", cwd=str(proj), limit=limit)
+    per = Counter(r.session_id for r in env.results)
+    assert len(env.results) == limit
+    assert max(per.values()) <= math.ceil(limit / 3), per
+    assert env.results[0].session_id == "a"
+
+
+def test_the_second_pass_fills_unused_slots(proj, corpus):
+    a = corpus.session("a", proj)
+    for t in range(10):
+        a.say(f"m{t}", "quota", turn=f"t{t}")
+    ix = corpus.open()
+    env = ix.recall("quota", cwd=str(proj), limit=6)
+    assert [r.session_id for r in env.results] == ["a"] * 6  # only one session matches
+    b = corpus.session("b", proj)
+    b.say("m1", "quota mentioned once in a much longer message about other things", turn="t1")
+    corpus.sync(ix)
+    env = ix.recall("quota", cwd=str(proj), limit=6)
+    per = Counter(r.session_id for r in env.results)
+    assert per == {"a": 5, "b": 1}  # b's one passage, and a fills the rest
+    assert len(set(anchors(env))) == 6
+
+
+# --- passages ---------------------------------------------------------------------------
+
+
+def test_hits_in_one_turn_collapse_into_one_passage(proj, corpus):
+    s = corpus.session("s1", proj)
+    s.say("u1", "Which font should the résumé use?", turn="t1")
+    s.say("c1", '{"command": "fc-list :family"}', role="tool_call", tool_name="Bash", turn="t1")
+    s.say("r1", "DejaVu Sans\nNoto Serif\nInter", role="tool_result", turn="t1")
+    s.say("a1", "The font is Garamond, the others look too plain.", role="assistant", turn="t1")
+    s.say("u2", "Thanks! And the colour?", turn="t2")
+    s.say("a2", "A dark blue for the headings; the font stays.", role="assistant", turn="t2")
+    ix = corpus.open()
+    env = ix.recall("font", cwd=str(proj))
+    assert len(env.results) == 2  # two turns, two passages
+    by_turn = {r.passage.turn_id: r.passage for r in env.results}
+    p1 = by_turn["t1"]
+    assert [m.message_id for m in p1.messages] == ["u1", "c1", "a1"]  # the tool_result is no hit: left out
+    assert [m.is_hit for m in p1.messages] == [True, False, True]
+    assert sum(m.is_anchor for m in p1.messages) == 1
+    assert all(m.is_hit for m in p1.messages if m.is_anchor)
+    p2 = by_turn["t2"]
+    assert [(m.message_id, m.is_hit) for m in p2.messages] == [("u2", False), ("a2", True)]
+
+
+def test_a_tool_result_enters_only_as_a_hit_and_hard_truncated(proj, corpus):
+    log = "\n".join(f"line {i}: ok" for i in range(20000))
+    s = corpus.session("s1", proj)
+    s.say("u1", "Run the test suite and look for the segfault.", turn="t1")
+    s.say("c1", '{"command": "pytest -x"}', role="tool_call", tool_name="Bash", turn="t1")
+    s.say("r1", log + "\nFatal: segfault in parser.c:212\n" + log, role="tool_result", turn="t1")
+    s.say("r2", log, role="tool_result", turn="t1")  # no hit: never shown
+    s.say("a1", "The segfault is in parser.c, line 212.", role="assistant", turn="t1")
+    s2 = corpus.session("s2", proj)
+    s2.say("r9", log + "\nonly-here: stacktrace-7731\n" + log, role="tool_result", turn="t1")
+    ix = corpus.open()
+    env = ix.recall("segfault", cwd=str(proj))
+    assert len(env.results) == 1
+    msgs = {m.message_id: m for m in env.results[0].passage.messages}
+    assert "r2" not in msgs
+    r1 = msgs["r1"]
+    assert r1.is_hit and r1.truncated
+    assert len(r1.text.encode("utf-8")) <= P.TOOL_RESULT_BYTES
+    assert "segfault" in r1.text  # cut around the hit
+    # a tool_result as the anchor, and widened: still hard-truncated
+    env = ix.recall("stacktrace-7731", cwd=str(proj))
+    (r,) = env.results
+    (m,) = r.passage.messages
+    assert m.is_anchor and m.role == "tool_result" and m.truncated
+    assert len(m.text.encode("utf-8")) <= P.TOOL_RESULT_BYTES and "stacktrace-7731" in m.text
+    more = ix.recall_more(r.passage.anchor_id, cwd=str(proj))
+    for m in more.results[0].passage.messages:
+        if m.role == "tool_result":
+            assert len(m.text.encode("utf-8")) <= P.TOOL_RESULT_BYTES
+    widened = ix.recall_more(ix.recall("segfault", cwd=str(proj)).results[0].passage.anchor_id, cwd=str(proj))
+    ids = [m.message_id for m in widened.results[0].passage.messages]
+    assert "r2" not in ids and "u1" in ids and "a1" in ids
+
+
+def test_passage_and_response_budgets_hold_on_huge_messages(proj, corpus):
+    filler = "lorem ipsum " * 2500  # 30 KB, twenty times the budget of a hit
+    for i in range(12):
+        s = corpus.session(f"s{i:02d}", proj)
+        for j in range(6):
+            s.say(f"m{j}", f"budget {filler}", role="assistant" if j % 2 else "user", turn="t1")
+        s.say("short", "budget", role="assistant", turn="t1")  # the best hit, in the middle of the turn
+        for j in range(6, 9):
+            s.say(f"m{j}", f"budget {filler}", role="assistant", turn="t1")
+    ix = corpus.open()
+    env = ix.recall("budget", cwd=str(proj), limit=12)
+    assert env.status == "ok" and env.results
+    for r in env.results:
+        assert passage_bytes(r) <= P.PASSAGE_BYTES, passage_bytes(r)
+        for m in r.passage.messages:
+            limit = P.HIT_BYTES if m.is_hit else P.NEIGHBOUR_BYTES
+            assert len(m.text.encode("utf-8")) <= limit
+            assert m.text == "" or "budget" in m.text.casefold() or not m.is_hit
+    total = sum(passage_bytes(r) for r in env.results)
+    assert total <= P.RESPONSE_BYTES
+    assert len(env.results) < 12 and "response_budget" in env.gaps and env.next_cursor
+    rest = all_pages(ix, "budget", cwd=str(proj), limit=12, cursor=env.next_cursor)
+    seen = anchors(env) + [a for p in rest for a in anchors(p)]
+    assert len(seen) == len(set(seen)) == 12
+    for p in rest:
+        assert sum(passage_bytes(r) for r in p.results) <= P.RESPONSE_BYTES
+    more = ix.recall_more(env.results[0].passage.anchor_id, cwd=str(proj))
+    assert passage_bytes(more.results[0]) <= P.MORE_PASSAGE_BYTES
+    assert len(json.dumps(more.model_dump())) < 4 * P.MORE_PASSAGE_BYTES
+
+
+@pytest.mark.parametrize(
+    ("query", "question", "planted", "seen"),
+    [
+        ("garamond", None, "we chose GARAMOND for the body", "GARAMOND"),
+        ("font", None, "the ＦＯＮＴ is garamond", "ＦＯＮＴ"),  # full-width in the text
+        ('"source serif"', None, "we chose Source\n   Serif for the body", "Serif"),  # a phrase over a line break
+        ("strasse", None, "the office in the Große Straße was closed", "Straße"),  # ß folds to ss
+        ("", "我们选了什么字体？", "最后我们选了思源宋体作为正文字体", "字体"),  # question mode
+    ],
+)
+def test_a_long_message_is_cut_around_its_hit(proj, corpus, query, question, planted, seen):
+    filler = "ß lorem ipsum dolor " * 800  # 16 KB, with a character whose folding is longer
+    corpus.session("s1", proj).say("m1", f"{filler} {planted} {filler}", role="assistant")
+    ix = corpus.open()
+    env = ix.recall(query, question=question, cwd=str(proj))
+    assert env.status == "ok", env.hint
+    (m,) = env.results[0].passage.messages
+    assert m.truncated and len(m.text.encode("utf-8")) <= P.HIT_BYTES
+    assert seen in m.text
+
+
+def test_materials(proj, corpus, tmp_path):
+    def att(i, name, mime, size=1000):
+        return {"id": f"att_{i}", "name": name, "mime_type": mime, "bytes": size}
+
+    atts = [
+        att(1, "screenshot.png", "image/png"),
+        att(2, "notes.txt", "text/plain"),
+        att(3, "invoice.pdf", "application/pdf"),
+        att(4, "dump.bin", "application/octet-stream"),
+        {"id": "bad id with spaces", "name": "x", "mime_type": "image/png", "bytes": 1},  # malformed
+        {"name": "no-id.png", "mime_type": "image/png", "bytes": 1},  # malformed
+        att(5, "config.json", "application/json"),
+        {"id": "att_x", "name": "neg.png", "mime_type": "image/png", "bytes": -5},  # malformed
+        att(6, "photo.JPG", "IMAGE/JPEG"),
+        att(7, "archive.zip", "application/zip"),
+        att(8, "readme.md", "text/markdown"),
+        att(9, "ninth.png", "image/png"),
+        att(10, "tenth.png", "image/png"),
+    ]
+    s = corpus.session("sess-1", proj)
+    s.say("m1", "here are the materials for the layout", attachments=atts)
+    s.say("m2", "", attachments=[att(11, "checkout-bug.png", "image/png")], turn="t2")  # a pasted screenshot
+    other = tmp_path / "other"
+    other.mkdir()
+    # the same session id in another project
+    corpus.session("sess-1", other).say("m1", "materials elsewhere", attachments=[att(1, "theirs.png", "image/png")])
+    ix = corpus.open()
+
+    env = ix.recall("materials", cwd=str(proj), caller_session="sess-1")
+    (msg,) = env.results[0].passage.messages
+    mats = msg.materials
+    assert [m.name for m in mats] == ["screenshot.png", "notes.txt", "invoice.pdf", "dump.bin", "config.json",
+                                      "photo.JPG", "archive.zip", "readme.md"]  # 8, counted after filtering
+    kinds = {m.name: m.kind for m in mats}
+    assert kinds == {"screenshot.png": "image", "notes.txt": "text", "invoice.pdf": "pdf", "dump.bin": "binary",
+                     "config.json": "text", "photo.JPG": "image", "archive.zip": "binary", "readme.md": "text"}
+    for m in mats:
+        assert m.name and m.mime_type and m.bytes == 1000
+        if m.kind in ("image", "text"):
+            assert m.resource and "sess-1" in m.resource
+        else:
+            assert m.resource is None, m
+    assert "null" not in json.dumps([m.model_dump(exclude={"resource"}) for m in mats])
+
+    # another caller, or none: metadata only
+    for caller in (None, "sess-2"):
+        env = ix.recall("materials", cwd=str(proj), caller_session=caller)
+        assert all(m.resource is None for m in env.results[0].passage.messages[0].materials)
+        more = ix.recall_more(env.results[0].passage.anchor_id, cwd=str(proj), caller_session=caller)
+        assert all(m.resource is None for m in more.results[0].passage.messages[0].materials)
+    more = ix.recall_more(env.results[0].passage.anchor_id, cwd=str(proj), caller_session="sess-1")
+    assert sum(m.resource is not None for m in more.results[0].passage.messages[0].materials) == 5
+
+    # the twin session of another project is not the caller's session
+    env = ix.recall("materials", cwd=str(proj), all_projects=True, caller_session="sess-1")
+    by_cwd = {r.cwd: r.passage.messages[0].materials for r in env.results}
+    assert any(m.resource for m in by_cwd[str(proj)])
+    assert [m.resource for m in by_cwd[str(other)]] == [None]
+
+    # a message with no text of its own is found by its file name
+    env = ix.recall("checkout", cwd=str(proj), caller_session="sess-1")
+    (msg,) = env.results[0].passage.messages
+    assert msg.text == "" and [m.name for m in msg.materials] == ["checkout-bug.png"]
+    assert msg.materials[0].resource
+
+
+# --- partial matches, questions -----------------------------------------------------------
+
+
+def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
+    corpus.session("s1", proj).say("m1", "the alpha release is out")
+    corpus.session("s2", proj).say("m1", "beta testers signed up")
+    corpus.session("s3", proj).say("m1", "alpha and gamma, but not the other one")
+    ix = corpus.open()
+    env = ix.recall("alpha beta", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results and all(r.partial for r in env.results)
+    assert "partial" in env.hint and "'alpha'" in env.hint and "'beta'" in env.hint
+    assert {tuple(r.matched_terms) for r in env.results} == {("alpha",), ("beta",)}
+    env = ix.recall("alpha beta gamma", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results[0].session_id == "s3" and sorted(env.results[0].matched_terms) == ["alpha", "gamma"]
+    # when the terms do meet, nothing is partial
+    env = ix.recall("alpha gamma", cwd=str(proj))
+    assert env.status == "ok" and [r.partial for r in env.results] == [False]
+    assert "partial" not in env.hint
+
+
+def test_a_question_alone_finds_the_right_session_in_chinese_and_english(proj, corpus):
+    zh = corpus.session("zh", proj, title="简历模板的字体", started_at="2026-11-24T14:02:00Z")
+    zh.say("u1", "上周给简历选的什么字体？我想把中文部分也统一一下。")
+    zh.say("a1", "上周我们给简历正文选了 Source Serif 4，中文部分建议用思源宋体。", role="assistant")
+    en = corpus.session("en", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
+    en.say("u1", "Which font should we use for the résumé? It has to print well.")
+    en.say("a1", "Let's pick Source Serif 4 for the body and Inter for headings.", role="assistant")
+    noise = corpus.session("noise", proj, started_at="2026-11-28T10:00:00Z")
+    noise.say("u1", "简历的页边距再调小一点", turn="t1")
+    noise.say("u2", "The checkout button needs a bigger font-size.", turn="t2")
+    noise.say("u3", "字体文件太大了，压缩一下", turn="t3")
+    ix = corpus.open()
+    env = ix.recall(query="", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "zh"
+    assert {"简历", "字体"} <= set(env.diagnostics.terms)
+    assert any(m.is_hit for m in env.results[0].passage.messages)
+    env = ix.recall(query="", question="Which font did we pick for the résumé last week?", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "en"
+    assert "font" in env.diagnostics.terms and "résumé" in env.diagnostics.terms
+    # a question with a query: the query still filters (AND), the question ranks
+    env = ix.recall("serif", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert {r.session_id for r in env.results} == {"zh", "en"}
+    assert env.results[0].session_id == "zh"
+
+
+# --- ranking --------------------------------------------------------------------------------
+
+
+def test_an_answer_outranks_a_tool_result_that_lists_the_keyword(proj, corpus):
+    listing = corpus.session("listing", proj, started_at="2026-11-25T08:00:00Z")
+    listing.say("c1", '{"command": "ls fonts/"}', role="tool_call", tool_name="Bash")
+    # a directory listing that names the keyword four times among other files
+    listing.say("r1", "garamond-regular.ttf\ninter.ttf\ngaramond-bold.ttf\nroboto.ttf\ngaramond-italic.ttf\n"
+                      "lato.ttf\ngaramond-bolditalic.ttf\nsource-serif.ttf", role="tool_result")
+    answer = corpus.session("answer", proj, started_at="2026-11-20T08:00:00Z")
+    answer.say("a1", "We settled on garamond for the body text of the résumé, with Inter for the headings "
+                     "because the two pair well in print.", role="assistant")
+    # the rest of the corpus is shaped like real logs: tool output is long
+    other = corpus.session("other", proj, started_at="2026-11-18T08:00:00Z")
+    for i in range(6):
+        other.say(f"u{i}", f"run the checkout tests again, step {i}", turn=f"t{i}")
+        other.say(f"r{i}", "\n".join(f"tests/test_checkout.py::test_case_{j} PASSED [{j}%]" for j in range(40)),
+                  role="tool_result", turn=f"t{i}")
+        other.say(f"a{i}", f"All forty checkout tests pass in step {i}; nothing else changed.", role="assistant",
+                  turn=f"t{i}")
+    ix = corpus.open()
+    # without the weights the listing would lead: check that this corpus shows something
+    raw = dict(ix.store.conn.execute(
+        "SELECT m.message_id, bm25(message_fts) FROM message_fts JOIN messages m ON m.id = message_fts.rowid "
+        "WHERE message_fts MATCH 'garamond'"))
+    assert raw["r1"] < raw["a1"], raw  # lower is better: unweighted, the listing wins
+    env = ix.recall("garamond", cwd=str(proj))
+    assert [r.session_id for r in env.results] == ["answer", "listing"]
+    assert env.results[0].passage.messages[0].role == "assistant"
+
+
+def test_ties_break_newer_first_then_by_id(proj, corpus):
+    # the newer session is written (and indexed) first, so ids alone would put it last
+    new = corpus.session("new", proj, started_at="2026-11-20T09:00:00Z")
+    new.say("m1", "the tie breaker")
+    old = corpus.session("old", proj, started_at="2026-11-10T09:00:00Z")
+    old.say("m1", "the tie breaker")
+    same_a = corpus.session("same-a", proj, started_at="2026-11-01T09:00:00Z")
+    same_a.say("m1", "the tie breaker", ts="2026-11-01T09:00:01Z")
+    same_b = corpus.session("same-b", proj, started_at="2026-11-01T09:00:00Z")
+    same_b.say("m1", "the tie breaker", ts="2026-11-01T09:00:01Z")
+    ix = corpus.open()
+    env = ix.recall("breaker", cwd=str(proj))
+    assert len({r.score for r in env.results}) == 1
+    assert [r.session_id for r in env.results] == ["new", "old", "same-b", "same-a"]
+    assert [r.session_id for r in ix.recall("breaker", cwd=str(proj)).results] == [
+        r.session_id for r in env.results]  # deterministic
+
+
+def test_recency_half_life_reorders_and_is_reported(proj, corpus):
+    corpus.session("old", proj, started_at=ago(200)).say("m1", "kerning kerning notes", ts=ago(200))
+    corpus.session("new", proj, started_at=ago(1)).say("m1", "kerning came up again today", ts=ago(1))
+    plain = corpus.open()
+    env = plain.recall("kerning", cwd=str(proj))
+    assert [r.session_id for r in env.results] == ["old", "new"]
+    assert env.diagnostics.reranked == []
+    recent = corpus.open(recency_half_life_days=7)
+    env = recent.recall("kerning", cwd=str(proj))
+    assert [r.session_id for r in env.results] == ["new", "old"]
+    assert env.diagnostics.reranked == ["recency_half_life_days=7"]
+
+
+def test_pinned_cwds_come_first_and_are_reported(tmp_path, corpus):
+    a, b = tmp_path / "a", tmp_path / "b"
+    corpus.session("sa", a).say("m1", "ligature ligature")
+    corpus.session("sb", b).say("m1", "we talked about the ligature settings for a long while today")
+    plain = corpus.open()
+    env = plain.recall("ligature", all_projects=True)
+    assert [r.session_id for r in env.results] == ["sa", "sb"] and env.diagnostics.reranked == []
+    pinned = corpus.open(pinned_cwds=[str(b) + "/"])
+    env = pinned.recall("ligature", all_projects=True)
+    assert [r.session_id for r in env.results] == ["sb", "sa"]
+    assert "pinned_cwds" in env.diagnostics.reranked
+    # the scan path honours the pin too
+    corpus.session("sa2", a, started_at="2026-12-01T00:00:00Z").say("m1", "x->y")
+    corpus.session("sb2", b, started_at="2026-11-01T00:00:00Z").say("m1", "x->y")
+    corpus.sync(pinned)
+    env = pinned.recall("->", all_projects=True)
+    assert env.diagnostics.engine == "session-scan"
+    assert [r.session_id for r in env.results] == ["sb2", "sa2"]
+    assert "pinned_cwds" in env.diagnostics.reranked
+
+
+# --- the session scan ------------------------------------------------------------------------
+
+
+def test_a_symbols_only_term_is_answered_by_the_session_scan(proj, corpus):
+    for i in range(4):
+        s = corpus.session(f"s{i}", proj, started_at=f"2026-11-{10 + i}T08:00:00Z")
+        s.say("m1", f"call price->round() in step {i}")
+        s.say("m2", "nothing to see", turn="t2")
+    ix = corpus.open()
+    env = ix.recall("->", cwd=str(proj), limit=10)
+    assert env.status == "ok"
+    assert env.diagnostics.engine == "session-scan"
+    assert env.diagnostics.sessions_scanned == 4 and env.diagnostics.scan_budget == 200
+    assert "scan" not in env.gaps
+    assert [r.session_id for r in env.results] == ["s3", "s2", "s1", "s0"]  # most recent first
+    tight = corpus.open(scan_budget_sessions=2)
+    env = tight.recall("->", cwd=str(proj), limit=10)
+    assert env.diagnostics.engine == "session-scan"
+    assert env.diagnostics.sessions_scanned == 2 and env.diagnostics.scan_budget == 2
+    assert [r.session_id for r in env.results] == ["s3", "s2"]
+    assert "scan" in env.gaps and "2" in env.gaps["scan"]
+    # an indexed query says fts and scans nothing
+    env = tight.recall("price", cwd=str(proj), limit=10)
+    assert env.diagnostics.engine == "fts" and env.diagnostics.sessions_scanned == 0
+    assert env.diagnostics.scan_budget == 0 and env.gaps == {}
+
+
+# --- redaction ---------------------------------------------------------------------------------
+
+
+def test_redaction_mask_and_hash(proj, corpus):
+    gh, _ = SECRETS["github_token"]
+    sk, _ = SECRETS["openai_key"]
+    corpus.session("s1", proj, title=f"rotate {gh}").say(
+        "m1", f"rotate the token {gh} now; the old {gh} and {sk} are dead")
+    mask = corpus.open(redaction="mask")
+    env = mask.recall("rotate", cwd=str(proj))
+    text = env.results[0].passage.messages[0].text
+    assert text == ("rotate the token [redacted:github_token] now; the old [redacted:github_token] and "
+                    "[redacted:openai_key] are dead")
+    assert env.results[0].title == "rotate [redacted:github_token]"
+    assert env.redacted == 4  # three in the text, one in the title
+    hashed = corpus.open(redaction="hash")
+    env = hashed.recall("rotate", cwd=str(proj))
+    text = env.results[0].passage.messages[0].text
+    import re
+
+    marks = re.findall(r"#[0-9a-f]{8}\b", text)
+    assert len(marks) == 3
+    assert marks[0] == marks[1] != marks[2]  # two mentions of one secret compare equal
+    assert env.results[0].title == f"rotate {marks[0]}"
+    assert env.redacted == 4
+    assert "redacted" not in text
+    # nothing to redact: the count is zero
+    corpus.session("s2", proj).say("m1", "plain words")
+    corpus.sync(hashed)
+    assert hashed.recall("plain", cwd=str(proj)).redacted == 0
+
+
+def test_no_planted_secret_appears_in_any_output(tmp_path, proj, corpus, run_recall):
+    other = tmp_path / "other"
+    other.mkdir()
+    for n, (kind, (sample, _)) in enumerate(SECRETS.items()):
+        cwd = proj if n % 2 else other
+        s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n + 1:02d}T08:00:00Z")
+        s.say("u1", f"deploy with {sample} please")
+        s.say("c1", json.dumps({"command": f"curl -H '{sample}' https://api.example.com/deploy"}),
+              role="tool_call", tool_name="Bash")
+        s.say("r1", json.dumps({"output": f"deploy ok\\n{sample}\\nsymbols a->b"}), role="tool_result")
+        s.say("a1", f"done: deploy used {sample}, a->b", role="assistant",
+              attachments=[{"id": f"f{n}", "name": f"deploy {sample}.txt", "mime_type": "text/plain", "bytes": 9}])
+    outputs: list[str] = []
+    for mode in ("mask", "hash"):
+        ix = corpus.open(redaction=mode)
+        envs = []
+        for kw in ({"query": "deploy"}, {"query": "deploy ok"}, {"query": "->"}, {"query": "curl"},
+                   {"query": "", "question": "how did we deploy?"}, {"query": "deploy", "question": "what key?"},
+                   {"query": "example"}, {"query": "api"}, {"query": "com"}, {"query": "redacted"}):
+            for scope in ({"cwd": str(proj)}, {"all_projects": True}):
+                env = ix.recall(limit=50, caller_session="s-email", **kw, **scope)
+                envs.append(env)
+                envs += [ix.recall_more(a, all_projects=True, caller_session="s-email") for a in anchors(env)]
+        assert any(e.redacted for e in envs)
+        outputs += [e.model_dump_json() for e in envs]
+        outputs += [json.dumps(hit.text) + json.dumps(sess) for hit, sess in ix.search("deploy", limit=100)]
+    for args in (["search", "deploy", "--all-projects"], ["search", "deploy", "--all-projects", "--json"],
+                 ["search", "--question", "how did we deploy?", "--cwd", str(proj)]):
+        done = run_recall("--db", corpus.db, *args)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout + done.stderr)
+    blob = "\n".join(outputs)
+    assert "deploy" in blob
+    for kind, (sample, fragment) in SECRETS.items():
+        assert fragment not in blob, kind
+        assert json.dumps(fragment)[1:-1] not in blob, kind
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def test_recall_schema_prints_the_envelope_json_schema(run_recall):
+    done = run_recall("schema")
+    assert done.returncode == 0, done.stderr
+    schema = json.loads(done.stdout)
+    assert schema["type"] == "object" and schema["title"] == "Envelope"
+    for key in ("query", "results", "next_cursor", "hint", "gaps", "diagnostics", "redacted", "status"):
+        assert key in schema["properties"], key
+    assert {"Result", "Passage", "PassageMessage", "Material", "Diagnostics"} <= set(schema["$defs"])
+    assert set(schema["required"]) >= {"query", "hint", "diagnostics", "status"}
+
+
+def test_recall_search_and_more_on_the_command_line(proj, corpus, run_recall):
+    s = corpus.session("s1", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
+    s.say("u1", "Which font should we use for the résumé?")
+    s.say("a1", "Let's pick Source Serif 4 for the body.", role="assistant")
+    corpus.open().close()
+    done = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Résumé layout" in out and "2026-11-20" in out and str(proj) in out
+    assert "Source Serif 4 for the body" in out and "Which font should we use" in out
+    assert "1 passage from 1 session" in out
+    done = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj, "--json")
+    env = Envelope.model_validate_json(done.stdout)
+    assert env.status == "ok" and env.results[0].title == "Résumé layout"
+    done = run_recall("--db", corpus.db, "more", env.results[0].passage.anchor_id, "--cwd", proj, "--json")
+    assert done.returncode == 0, done.stderr
+    more = Envelope.model_validate_json(done.stdout)
+    assert more.status == "ok" and [m.message_id for m in more.results[0].passage.messages] == ["u1", "a1"]
+    # failures print their hint, not a traceback, and exit normally
+    done = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj, "--session", "nope")
+    assert done.returncode == 0 and "nope" in done.stdout and "Traceback" not in done.stderr
+    done = run_recall("--db", corpus.db, "search", "sk-ant-api03-Zq8xVw2LmN4pRt6y", "--cwd", proj, "--json")
+    assert json.loads(done.stdout)["status"] == "refused"
+    assert "Zq8xVw2LmN4pRt6y" not in done.stdout

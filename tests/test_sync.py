@@ -1,0 +1,698 @@
+"""Incremental sync, file by file (contract section 10): a fresh build counts
+exactly the searchable messages, and every later change of a log (append, a
+partial last line, rewrite, truncate, delete, rename, a changed `.zst`,
+deltas that settle) leaves the index equal to what the logs now hold. Also the
+single writer, the CLI end to end, and the rebuild after a version change.
+
+Real files, real databases, real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from session_recall import Index
+from session_recall.store import WriterBusy
+from session_recall.text.redact import REDACTOR_VERSION
+from session_recall.text.tokens import TOKENIZER_VERSION
+
+WAIT_S = 20.0
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def messages(ix: Index) -> dict[tuple[str, str], tuple[str, int]]:
+    """Every indexed message: (session_id, message_id) -> (text, settled).
+
+    Also checks that the database, FTS5 index included, is consistent, and
+    that each message has exactly one FTS5 row."""
+    conn = ix.store.conn
+    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    n_fts = conn.execute("SELECT count(*) FROM message_fts").fetchone()[0]
+    assert n_fts == conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    return {
+        (sid, mid): (text, settled)
+        for sid, mid, text, settled in ix.store.conn.execute(
+            "SELECT s.session_id, m.message_id, m.text, m.settled FROM messages m JOIN sessions s ON s.id = m.session"
+        )
+    }
+
+
+def found(ix: Index, query: str) -> list[tuple[str, str]]:
+    """(session_id, message_id) of every message the query finds, sorted."""
+    return sorted((s["session_id"], h.message_id) for h, s in ix.search(query, limit=10_000))
+
+
+def write(path: Path, *chunks: bytes) -> int:
+    data = b"".join(chunks)
+    path.write_bytes(data)
+    return len(data)
+
+
+def append(path: Path, *chunks: bytes) -> int:
+    data = b"".join(chunks)
+    with open(path, "ab") as fh:
+        fh.write(data)
+    return len(data)
+
+
+def zst(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
+    """Poll `predicate` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+# --- a fresh build, then nothing to do ----------------------------------------
+
+
+def test_fresh_index_counts_each_searchable_message_once(index, logs_dir, canonical):
+    a = canonical("sess-a")
+    write(
+        logs_dir / "a.jsonl",
+        a.session(title="Fonts"),
+        a.noise(3),
+        a.message("m1", "Which typeface suits the résumé?"),
+        a.message("m2", "Source Serif for the body.", role="assistant"),
+        a.message("m3", '{"command": "fc-list | grep Serif"}', role="tool_call", tool_name="Bash"),
+        a.message("m4", "You are a helpful assistant.", role="system"),  # not indexed by default
+        a.delta("m5", "Still streaming "),
+        a.delta("m5", "this answer"),  # never settles: searchable, once
+    )
+    b = canonical("sess-b", cwd="/home/ada/shop")
+    write(
+        logs_dir / "b.jsonl",
+        b.session(),
+        b.message("u1", "上周给简历选的什么字体？"),
+        b.delta("a1", "思源"),
+        b.delta("a1", "宋体"),
+        b.message("a1", "选了思源宋体。", role="assistant"),  # settles: replaces its deltas
+        b.noise(2),
+    )
+
+    report = index.sync([logs_dir])
+
+    assert (report.files, report.files_read, report.messages_added) == (2, 2, 6)
+    assert messages(index) == {
+        ("sess-a", "m1"): ("Which typeface suits the résumé?", 1),
+        ("sess-a", "m2"): ("Source Serif for the body.", 1),
+        ("sess-a", "m3"): ("Bash\nfc-list | grep Serif", 1),
+        ("sess-a", "m5"): ("Still streaming this answer", 0),
+        ("sess-b", "u1"): ("上周给简历选的什么字体？", 1),
+        ("sess-b", "a1"): ("选了思源宋体。", 1),
+    }
+    st = index.status()
+    assert (st["sessions"], st["messages"], st["streaming"]) == (2, 6, 1)
+    assert st["skipped"] == {"noise": 5, "role_system": 1}
+    assert found(index, "streaming") == [("sess-a", "m5")]
+    assert found(index, "字体") == [("sess-b", "u1")]
+    assert found(index, "宋体") == [("sess-b", "a1")]
+    assert found(index, "helpful") == []
+
+    again = index.sync([logs_dir])
+
+    assert (again.messages_added, again.messages_updated, again.files_read, again.bytes_read) == (0, 0, 0, 0)
+    assert index.status()["messages"] == 6
+    assert index.status()["skipped"] == {"noise": 5, "role_system": 1}
+
+
+def test_shipped_fixtures_count_exactly(index, fixture_sessions):
+    report = index.sync([fixture_sessions])
+
+    assert (report.files, report.messages_added) == (3, 12)
+    st = index.status()
+    # resume-font: m1..m6 (m6 streams, then settles: once); 简历模板: 4; checkout: 2.
+    assert (st["sessions"], st["messages"], st["streaming"]) == (3, 12, 0)
+    assert st["skipped"] == {"noise": 4}
+    again = index.sync([fixture_sessions])
+    assert (again.messages_added, again.files_read) == (0, 0)
+
+
+# --- append and the partial last line -----------------------------------------
+
+
+def test_append_is_read_from_the_stored_offset(index, logs_dir, canonical):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    first = write(log, s.session(), s.message("m1", "the first walrus"))
+    index.sync([logs_dir])
+
+    added = append(log, s.noise(2), s.message("m2", "a second pelican", role="assistant"))
+    report = index.sync([logs_dir])
+
+    assert report.bytes_read == added
+    assert (report.files_read, report.files_reset, report.messages_added, report.messages_updated) == (1, 0, 1, 0)
+    assert found(index, "pelican") == [("s1", "m2")]
+    assert found(index, "walrus") == [("s1", "m1")]
+    assert index.status()["messages"] == 2
+    assert log.stat().st_size == first + added
+
+
+def test_last_line_without_newline_waits_for_it(index, logs_dir, canonical):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    complete = write(log, s.session(), s.message("m1", "settled heron"))
+    partial = s.message("m2", "pending ibis").rstrip(b"\n")
+    half = len(partial) // 2
+
+    append(log, partial[:half])
+    report = index.sync([logs_dir])
+    assert report.bytes_read == complete
+    assert messages(index) == {("s1", "m1"): ("settled heron", 1)}
+
+    append(log, partial[half:])  # the whole line, still without its newline
+    report = index.sync([logs_dir])
+    assert (report.bytes_read, report.messages_added) == (0, 0)
+    assert found(index, "ibis") == []
+    assert index.status()["skipped"] == {}
+
+    append(log, b"\n")
+    report = index.sync([logs_dir])
+    assert report.bytes_read == len(partial) + 1
+    assert report.messages_added == 1
+    assert found(index, "ibis") == [("s1", "m2")]
+
+    again = index.sync([logs_dir])
+    assert (again.messages_added, again.bytes_read) == (0, 0)
+    assert index.status()["messages"] == 2
+
+
+def test_new_file_whose_first_line_is_unfinished_waits(index, logs_dir, canonical):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    head = s.session()
+    write(log, head[:-1])  # the harness has not written the newline yet
+
+    report = index.sync([logs_dir])
+    assert (report.files_read, report.messages_added) == (0, 0)
+    assert index.status()["sessions"] == 0
+
+    append(log, b"\n", s.message("m1", "finally here"))
+    report = index.sync([logs_dir])
+    assert report.files_read == 1
+    assert messages(index) == {("s1", "m1"): ("finally here", 1)}
+    assert index.status()["sources"][0]["files"] == 1
+
+
+# --- rewrite and truncate -----------------------------------------------------
+
+
+def _bump_mtime(path: Path, since_ns: int) -> None:
+    """Make the log's mtime later than `since_ns`, as a rewrite a moment later
+    would; on filesystems with coarse timestamps a rewrite within one tick
+    keeps the mtime, and an in-place rewrite of the same size is then not seen
+    (the documented quick check on size and mtime)."""
+    st = path.stat()
+    if st.st_mtime_ns <= since_ns:
+        os.utime(path, ns=(st.st_atime_ns, since_ns + 1_000_000_000))
+
+
+@pytest.mark.parametrize("size", ["same", "larger"])
+def test_rewritten_file_is_reread_and_replaced(index, logs_dir, canonical, size):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    before = write(log, s.session(), s.message("m1", "stalewalrus"), s.message("m2", "oldpelican"))
+    index.sync([logs_dir])
+    mtime = log.stat().st_mtime_ns
+
+    s = canonical("s1")
+    if size == "same":
+        after = write(log, s.session(), s.message("n1", "freshotters"), s.message("m2", "newpelican"))
+        assert after == before
+    else:
+        after = write(log, s.session(), s.message("n1", "freshotters"), s.message("m2", "newpelican"),
+                      s.message("n3", "and a heron too"))
+        assert after > before
+    _bump_mtime(log, mtime)
+    report = index.sync([logs_dir])
+
+    assert report.files_reset == 1
+    assert report.bytes_read == after
+    expected = {("s1", "n1"): ("freshotters", 1), ("s1", "m2"): ("newpelican", 1)}
+    if size == "larger":
+        expected[("s1", "n3")] = ("and a heron too", 1)
+    assert messages(index) == expected
+    assert found(index, "stalewalrus") == []
+    assert found(index, "oldpelican") == []
+    assert found(index, "freshotters") == [("s1", "n1")]
+    assert found(index, "newpelican") == [("s1", "m2")]
+    assert index.status()["messages"] == len(expected)
+
+
+def test_replaced_file_of_same_size_and_mtime_is_reread(index, logs_dir, canonical):
+    """A log replaced by a new file (write elsewhere, then rename over it) is a
+    new inode: seen even when size and mtime happen to match the old ones."""
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    before = write(log, s.session(), s.message("m1", "stalewalrus"))
+    index.sync([logs_dir])
+    old = log.stat()
+
+    tmp = logs_dir.parent / "s.jsonl.tmp"
+    s = canonical("s1")
+    assert write(tmp, s.session(), s.message("m1", "freshotters")) == before
+    os.utime(tmp, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(tmp, log)
+    report = index.sync([logs_dir])
+
+    assert report.files_reset == 1
+    assert messages(index) == {("s1", "m1"): ("freshotters", 1)}
+    assert found(index, "stalewalrus") == []
+
+
+def test_truncated_file_is_reread(index, logs_dir, canonical):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    keep = write(log, s.session(), s.message("m1", "kept kestrel"))
+    append(log, s.message("m2", "dropped dodo"), s.delta("m3", "streaming swift"))
+    index.sync([logs_dir])
+    assert index.status()["messages"] == 3
+
+    with open(log, "r+b") as fh:
+        fh.truncate(keep)
+    report = index.sync([logs_dir])
+
+    assert (report.files_reset, report.bytes_read) == (1, keep)
+    assert messages(index) == {("s1", "m1"): ("kept kestrel", 1)}
+    assert found(index, "dodo") == []
+    assert found(index, "swift") == []
+    assert index.status()["streaming"] == 0
+
+    s2 = canonical("s1")
+    append(log, s2.message("m4", "then a new lark"))
+    report = index.sync([logs_dir])
+    assert report.files_reset == 0
+    assert found(index, "lark") == [("s1", "m4")]
+    assert index.status()["messages"] == 2
+
+
+# --- delete and rename --------------------------------------------------------
+
+
+def test_deleted_file_stays_searchable_until_pruned(index, logs_dir, canonical):
+    a, b = canonical("sa"), canonical("sb")
+    write(logs_dir / "a.jsonl", a.session(), a.message("m1", "ancient aardvark"), a.delta("m2", "half bison"))
+    write(logs_dir / "b.jsonl", b.session(), b.message("m1", "living beaver"))
+    index.sync([logs_dir])
+    assert index.status()["messages"] == 3
+
+    (logs_dir / "a.jsonl").unlink()
+    report = index.sync([logs_dir])
+
+    assert (report.files_missing, report.messages_added, report.files) == (1, 0, 1)
+    st = index.status()
+    assert (st["sessions"], st["messages"]) == (2, 3)
+    assert st["sources"][0]["missing_files"] == 1
+    assert found(index, "aardvark") == [("sa", "m1")]
+    assert found(index, "bison") == [("sa", "m2")]
+
+    again = index.sync([logs_dir])  # still kept on the next pass
+    assert found(index, "aardvark") == [("sa", "m1")]
+    assert again.messages_added == 0
+
+    pruned = index.sync([logs_dir], prune=True)
+
+    assert pruned.files_missing == 1
+    assert messages(index) == {("sb", "m1"): ("living beaver", 1)}
+    st = index.status()
+    assert (st["sessions"], st["messages"], st["streaming"]) == (1, 1, 0)
+    assert (st["sources"][0]["files"], st["sources"][0]["missing_files"]) == (1, 0)
+    assert found(index, "aardvark") == []
+    assert found(index, "beaver") == [("sb", "m1")]
+
+
+@pytest.mark.parametrize("dest", ["renamed.jsonl", "sub/dir/renamed.jsonl"])
+def test_renamed_file_is_not_indexed_twice(index, logs_dir, canonical, dest):
+    s = canonical("s1")
+    write(logs_dir / "a.jsonl", s.session(), s.message("m1", "moving mongoose"), s.delta("m2", "still typing"))
+    index.sync([logs_dir])
+    before = messages(index)
+
+    target = logs_dir / dest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(logs_dir / "a.jsonl", target)
+    report = index.sync([logs_dir])
+
+    assert (report.files_renamed, report.files_missing, report.files_read, report.messages_added) == (1, 0, 0, 0)
+    assert messages(index) == before
+    assert found(index, "mongoose") == [("s1", "m1")]
+    st = index.status()
+    assert (st["sources"][0]["files"], st["sources"][0]["missing_files"]) == (1, 0)
+
+    # The record moved with the file: an append is read from the old offset.
+    added = append(target, s.message("m3", "arrived at the new name"))
+    report = index.sync([logs_dir])
+    assert (report.bytes_read, report.messages_added) == (added, 1)
+    assert index.status()["messages"] == 3
+
+
+def test_renamed_and_appended_file_reads_only_the_append(index, logs_dir, canonical):
+    s = canonical("s1")
+    write(logs_dir / "a.jsonl", s.session(), s.message("m1", "moving mongoose"))
+    index.sync([logs_dir])
+
+    os.rename(logs_dir / "a.jsonl", logs_dir / "b.jsonl")
+    added = append(logs_dir / "b.jsonl", s.message("m2", "after the move"))
+    report = index.sync([logs_dir])
+
+    assert (report.files_renamed, report.files_reset, report.bytes_read, report.messages_added) == (1, 0, added, 1)
+    assert index.status()["messages"] == 2
+
+
+# --- .jsonl.zst ---------------------------------------------------------------
+
+
+def test_zst_log_is_indexed(index, logs_dir, canonical):
+    s = canonical("z1")
+    raw = s.session() + s.noise(5) + s.message("m1", "compressed capybara") + s.delta("m2", "streaming 压缩")
+    (logs_dir / "x.jsonl.zst").write_bytes(zst(raw))
+
+    report = index.sync([logs_dir])
+
+    assert (report.files, report.bytes_read, report.messages_added) == (1, len(raw), 2)
+    assert report.files_reset == 0  # a first read replaces nothing
+    assert messages(index) == {("z1", "m1"): ("compressed capybara", 1), ("z1", "m2"): ("streaming 压缩", 0)}
+    assert found(index, "capybara") == [("z1", "m1")]
+    assert found(index, "压缩") == [("z1", "m2")]
+    again = index.sync([logs_dir])
+    assert (again.files_read, again.messages_added, again.bytes_read) == (0, 0, 0)
+
+
+def test_zst_of_several_frames_is_read_across_them(index, logs_dir, canonical):
+    s = canonical("z1")
+    one = s.session() + s.message("m1", "first frame")
+    two = s.message("m2", "second frame")
+    (logs_dir / "x.jsonl.zst").write_bytes(zst(one) + zst(two))
+
+    index.sync([logs_dir])
+
+    assert messages(index) == {("z1", "m1"): ("first frame", 1), ("z1", "m2"): ("second frame", 1)}
+
+
+def test_changed_zst_is_reread_whole(index, logs_dir, canonical):
+    path = logs_dir / "x.jsonl.zst"
+    s = canonical("z1")
+    head = s.session() + s.message("m1", "early egret") + s.delta("m2", "draft dingo")
+    path.write_bytes(zst(head))
+    index.sync([logs_dir])
+    assert index.status()["messages"] == 2
+
+    # Recompressed with more lines: m2 settles, m3 arrives.
+    more = head + s.message("m2", "final falcon", role="assistant") + s.message("m3", "late lemur")
+    path.write_bytes(zst(more))
+    report = index.sync([logs_dir])
+
+    assert (report.files_read, report.files_reset, report.bytes_read) == (1, 1, len(more))
+    assert messages(index) == {
+        ("z1", "m1"): ("early egret", 1),
+        ("z1", "m2"): ("final falcon", 1),
+        ("z1", "m3"): ("late lemur", 1),
+    }
+    assert found(index, "dingo") == []
+    assert found(index, "falcon") == [("z1", "m2")]
+
+    # Recompressed with other content: what it held is replaced.
+    s = canonical("z1")
+    other = s.session() + s.message("m9", "only okapi")
+    path.write_bytes(zst(other))
+    index.sync([logs_dir])
+    assert messages(index) == {("z1", "m9"): ("only okapi", 1)}
+    assert found(index, "egret") == []
+
+
+def test_plain_log_beside_its_zst_wins(index, logs_dir, canonical):
+    s = canonical("z1")
+    (logs_dir / "x.jsonl").write_bytes(s.session() + s.message("m1", "plain parrot"))
+    (logs_dir / "x.jsonl.zst").write_bytes(zst(s.session() + s.message("m2", "zipped zebra")))
+
+    report = index.sync([logs_dir])
+
+    assert report.files == 1
+    assert messages(index) == {("z1", "m1"): ("plain parrot", 1)}
+    assert found(index, "zebra") == []
+    assert index.status()["sources"][0]["files"] == 1
+
+
+@pytest.mark.parametrize("direction", ["compress", "decompress"])
+def test_log_compressed_in_place_is_not_indexed_twice(index, logs_dir, canonical, direction):
+    """x.jsonl becomes x.jsonl.zst (a harness rotating its logs), or the other
+    way round: the new file carries the same messages, each is indexed once,
+    and a streaming message is not appended to itself."""
+    s = canonical("s1")
+    raw = (s.session() + s.message("m1", "rotated raven") + s.delta("m2", "half ") + s.delta("m2", "said")
+           + s.delta("m3", "draft ") + s.message("m3", "settled stork", role="assistant"))
+    plain, packed = logs_dir / "x.jsonl", logs_dir / "x.jsonl.zst"
+    if direction == "compress":
+        plain.write_bytes(raw)
+    else:
+        packed.write_bytes(zst(raw))
+    index.sync([logs_dir])
+    before = messages(index)
+    assert before == {("s1", "m1"): ("rotated raven", 1), ("s1", "m2"): ("half said", 0),
+                      ("s1", "m3"): ("settled stork", 1)}
+
+    more = raw + s.delta("m2", " more") + s.message("m4", "new newt")
+    if direction == "compress":
+        packed.write_bytes(zst(more))
+        plain.unlink()
+    else:
+        plain.write_bytes(more)  # beside the .zst, the plain file wins
+    report = index.sync([logs_dir])
+
+    assert report.messages_added == 1
+    assert report.skipped == {}
+    assert messages(index) == {**before, ("s1", "m2"): ("half said more", 0), ("s1", "m4"): ("new newt", 1)}
+    assert index.status()["messages"] == 4
+    assert found(index, "said") == [("s1", "m2")]
+
+    index.sync([logs_dir], prune=True)  # the old file's record goes; its messages live on in the new one
+    assert index.status()["messages"] == 4
+    assert index.status()["sources"][0]["files"] == 1
+
+
+# --- deltas, then the settle --------------------------------------------------
+
+
+def test_deltas_are_searchable_then_replaced_when_settled(index, logs_dir, canonical):
+    log = logs_dir / "s.jsonl"
+    s = canonical("s1")
+    write(log, s.session(), s.message("u1", "deploy it"), s.delta("a1", "Deploying the "), s.noise(2),
+          s.delta("a1", "preview to quokka"))
+    report = index.sync([logs_dir])
+
+    assert report.messages_added == 2
+    assert messages(index)[("s1", "a1")] == ("Deploying the preview to quokka", 0)
+    assert found(index, "quokka") == [("s1", "a1")]
+    assert found(index, '"the preview"') == [("s1", "a1")]  # the join of two deltas is one text
+    (rowid,) = index.store.conn.execute("SELECT id FROM messages WHERE message_id = 'a1'").fetchone()
+
+    append(log, s.delta("a1", " staging"))
+    report = index.sync([logs_dir])
+    assert (report.messages_added, report.messages_updated) == (0, 1)
+    assert messages(index)[("s1", "a1")] == ("Deploying the preview to quokka staging", 0)
+    assert found(index, "staging") == [("s1", "a1")]
+
+    append(log, s.message("a1", "Deployed the preview.", role="assistant"))
+    report = index.sync([logs_dir])
+
+    assert (report.messages_added, report.messages_updated) == (0, 1)
+    assert messages(index)[("s1", "a1")] == ("Deployed the preview.", 1)
+    assert index.store.conn.execute("SELECT id FROM messages WHERE message_id = 'a1'").fetchone() == (rowid,)
+    st = index.status()
+    assert (st["messages"], st["streaming"]) == (2, 0)
+    assert found(index, "quokka") == []
+    assert found(index, "staging") == []
+    assert found(index, "deployed") == [("s1", "a1")]
+
+    append(log, s.delta("a1", " and a stray yak"))
+    report = index.sync([logs_dir])
+
+    assert (report.messages_added, report.messages_updated) == (0, 0)
+    assert report.skipped == {"delta_after_settle": 1}
+    assert index.status()["skipped"] == {"delta_after_settle": 1, "noise": 2}
+    assert messages(index)[("s1", "a1")] == ("Deployed the preview.", 1)
+    assert found(index, "yak") == []
+
+
+def test_deltas_and_settle_in_one_read(index, logs_dir, canonical):
+    s = canonical("s1")
+    write(logs_dir / "s.jsonl", s.session(), s.delta("a1", "draft "), s.delta("a1", "words"),
+          s.message("a1", "final words", role="assistant"), s.delta("a1", "late"))
+
+    report = index.sync([logs_dir])
+
+    assert report.messages_added == 1
+    assert messages(index) == {("s1", "a1"): ("final words", 1)}
+    assert index.status()["skipped"] == {"delta_after_settle": 1}
+    assert found(index, "draft") == []
+
+
+# --- one writer ---------------------------------------------------------------
+
+HOLD_WRITER = """
+import sys
+from session_recall.store import Store
+store = Store(sys.argv[1])
+with store.writer():
+    sys.stdin.read()  # hold the lock until the test closes our stdin
+"""
+
+
+def _hold_writer(db_path: Path, logs_dir: Path, how: str, recall_cmd: list[str]) -> subprocess.Popen:
+    if how == "store.writer":
+        cmd = [sys.executable, "-c", HOLD_WRITER, str(db_path)]
+    else:
+        cmd = [*recall_cmd, "--db", str(db_path), "watch", str(logs_dir)]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("how", ["store.writer", "recall watch"])
+def test_second_writer_is_refused_naming_the_holder(index, db_path, logs_dir, canonical, run_recall,
+                                                     recall_cmd, how):
+    s = canonical("s1")
+    write(logs_dir / "s.jsonl", s.session(), s.message("m1", "hello"))
+    holder = _hold_writer(db_path, logs_dir, how, recall_cmd)
+    lock = Path(f"{db_path}.lock")
+    try:
+        wait_for(lambda: holder.poll() is not None or (lock.exists() and f"pid {holder.pid}" in lock.read_text()),
+                 "the subprocess to take the writer lock")
+        assert holder.poll() is None, holder.stderr.read().decode()
+
+        with pytest.raises(WriterBusy, match=rf"\bpid {holder.pid}\b"):
+            index.sync([logs_dir])
+
+        cli = run_recall("--db", db_path, "index", logs_dir)
+        assert cli.returncode != 0
+        assert f"pid {holder.pid}" in cli.stderr
+        assert "only one indexer" in cli.stderr
+    finally:
+        if how == "store.writer":
+            holder.stdin.close()
+        else:
+            holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=WAIT_S)
+        holder.stderr.close()
+        if holder.stdin and not holder.stdin.closed:
+            holder.stdin.close()
+    assert holder.returncode == 0
+
+    # Released: the next writer proceeds.
+    report = index.sync([logs_dir])
+    assert index.status()["messages"] == 1
+    assert report.files == 1
+
+
+# --- the CLI end to end -------------------------------------------------------
+
+
+def test_cli_index_status_search(run_recall, tmp_path, fixture_sessions):
+    db = tmp_path / "cli.db"
+
+    first = run_recall("--db", db, "index", fixture_sessions)
+    assert first.returncode == 0, first.stderr
+    assert "12 messages added" in first.stdout
+
+    st = run_recall("--db", db, "status", "--json")
+    assert st.returncode == 0, st.stderr
+    status = json.loads(st.stdout)
+    assert (status["sessions"], status["messages"]) == (3, 12)
+    assert status["skipped"] == {"noise": 4}
+    assert [{k: s[k] for k in ("path", "kind", "files")} for s in status["sources"]] == [
+        {"path": os.path.realpath(fixture_sessions), "kind": "auto", "files": 3}
+    ]
+    assert isinstance(status["sources"][0]["last_indexed_at"], str)
+    assert status["schema_version"] >= 1
+    assert (status["tokenizer_version"], status["redactor_version"]) == (TOKENIZER_VERSION, REDACTOR_VERSION)
+
+    again = run_recall("--db", db, "index", "--json")  # every known source
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout)
+    assert (report["messages_added"], report["files_read"], report["files"]) == (0, 0, 3)
+
+    # The fixtures' sessions live in other projects than this test's cwd.
+    found_cjk = run_recall("--db", db, "search", "--all-projects", "字体")
+    assert found_cjk.returncode == 0, found_cjk.stderr
+    assert "上周给简历选的什么字体" in found_cjk.stdout
+
+    found_en = run_recall("--db", db, "search", "--all-projects", "--json", "serif")
+    assert found_en.returncode == 0, found_en.stderr
+    hits = {
+        (r["session_id"], m["message_id"])
+        for r in json.loads(found_en.stdout)["results"]
+        for m in r["passage"]["messages"]
+        if m["is_hit"]
+    }
+    assert {s for s, _ in hits} == {"a3f1c2d4-0001", "b7e9d0c1-0002"}  # both sessions that say Serif
+
+
+# --- a version change rebuilds ------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["tokenizer_version", "redactor_version"])
+def test_version_change_rebuilds_keeping_deleted_sources(index, db_path, logs_dir, canonical, key):
+    a, b, c = canonical("sa"), canonical("sb", cwd="/home/ada/b"), canonical("sc")
+    write(logs_dir / "a.jsonl", a.session(), a.message("m1", "上周给简历选的什么字体"),
+          a.delta("m2", "still streaming"))
+    write(logs_dir / "b.jsonl", b.session(), b.message("m1", "gone before: bittern"))
+    write(logs_dir / "c.jsonl", c.session(), c.message("m1", "gone just now: curlew"))
+    index.sync([logs_dir])
+    (logs_dir / "b.jsonl").unlink()
+    index.sync([logs_dir])  # b is known to be missing
+    (logs_dir / "c.jsonl").unlink()  # c vanishes while nobody looks
+    before = messages(index)
+    assert len(before) == 4
+
+    index.store.conn.execute("UPDATE meta SET value = '0' WHERE key = ?", (key,))
+    assert index.status()["stale"]
+    report = index.sync([logs_dir])
+
+    assert report.rebuilt is True
+    assert messages(index) == before
+    st = index.status()
+    assert (st["messages"], st["streaming"], st["stale"]) == (4, 1, False)
+    assert (st["tokenizer_version"], st["redactor_version"]) == (TOKENIZER_VERSION, REDACTOR_VERSION)
+    assert found(index, "字体") == [("sa", "m1")]
+    assert found(index, "streaming") == [("sa", "m2")]
+    assert found(index, "bittern") == [("sb", "m1")]
+    assert found(index, "curlew") == [("sc", "m1")]
+
+    again = index.sync([logs_dir])
+    assert (again.rebuilt, again.messages_added) == (False, 0)
+    assert index.status()["sources"][0]["missing_files"] == 2
+
+    # The rebuilt index is the one a fresh build makes of the same logs.
+    with Index.open(db_path.with_name("fresh.db")) as fresh:
+        fresh.sync([logs_dir])
+        assert messages(fresh) == {k: v for k, v in before.items() if k[0] == "sa"}
+
+
+def test_rebuild_after_a_rename_keeps_each_message_once(index, logs_dir, canonical):
+    s = canonical("s1")
+    write(logs_dir / "a.jsonl", s.session(), s.message("m1", "moving mongoose"), s.delta("m2", "typing tern"))
+    index.sync([logs_dir])
+    before = messages(index)
+    os.rename(logs_dir / "a.jsonl", logs_dir / "b.jsonl")
+
+    index.store.conn.execute("UPDATE meta SET value = '0' WHERE key = 'tokenizer_version'")
+    report = index.sync([logs_dir])
+
+    assert report.rebuilt is True
+    assert messages(index) == before
+    assert found(index, "tern") == [("s1", "m2")]
+    st = index.status()
+    assert (st["sources"][0]["files"], st["sources"][0]["missing_files"]) == (1, 0)
