@@ -361,13 +361,15 @@ def test_a_noise_heavy_log_indexes_exactly_its_messages(tmp_path, index):
     ]
     slots = set(rng.sample(range(1, n_lines), n_messages))
     lines = [session(sid)]
-    words = []
+    words: list[str] = []
+    texts: list[str] = []
     for i in range(1, n_lines):
         if i in slots:
             word = f"signal{len(words)}word"
             words.append(word)
+            texts.append(f"{word} at line {i}")
             role = rng.choice(["user", "assistant"])
-            lines.append(line(message(sid, f"m{len(words)}", f"{word} at line {i}", role=role)))
+            lines.append(line(message(sid, f"m{len(words)}", texts[-1], role=role)))
         else:
             lines.append(line(rng.choice(noise_kinds)(i)))
     log = tmp_path / "noisy.jsonl"
@@ -379,6 +381,8 @@ def test_a_noise_heavy_log_indexes_exactly_its_messages(tmp_path, index):
     status = index.status()
     assert status["messages"] == n_messages
     assert status["skipped"] == {"noise": n_lines - 1 - n_messages}
+    stored = dict(index.store.conn.execute("SELECT message_id, text FROM messages"))
+    assert stored == {f"m{k + 1}": text for k, text in enumerate(texts)}
     for word in rng.sample(words, 25):
         assert len(index.search(word)) == 1, word
     assert index.search("noiseword17") == []

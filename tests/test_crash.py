@@ -42,7 +42,9 @@ SEED = int(os.environ.get("RECALL_CRASH_SEED", "20261128"))
 # inside); the fresh builds use the default batch size, so the comparison also
 # shows that the result does not depend on where batches end.
 BATCH_LINES = 20
-STAGE_LINES = 2500  # lines of log added per stage, over all files
+# The logs total about CORPUS_LINES lines however many trials run, so that a
+# long run kills at more points of the same work instead of growing the work.
+CORPUS_LINES = 15_000
 # An indexer is killed after a random number of its batches have committed,
 # plus a random delay of up to a few batches: random points of the work
 # however fast this machine is. A watcher is killed after a random delay.
@@ -298,7 +300,7 @@ def test_kill_9_of_the_indexer_at_random_points_loses_and_duplicates_nothing(tmp
     src = tmp_path / "logs"
     src.mkdir()
     db = tmp_path / "resumed.db"
-    corpus = build_corpus(rng, n_files=8, lines=STAGE_LINES * (TRIALS + 1))
+    corpus = build_corpus(rng, n_files=8, lines=CORPUS_LINES)
     plan = {rel: cuts(rng, len(data), TRIALS + 1, first=i % 3) for i, (rel, data) in enumerate(corpus.items())}
     killed = 0
     for trial in range(TRIALS):
@@ -341,7 +343,7 @@ def test_kill_9_of_the_watcher_while_logs_grow_loses_and_duplicates_nothing(tmp_
     src = tmp_path / "logs"
     src.mkdir()
     db = tmp_path / "resumed.db"
-    corpus = build_corpus(rng, n_files=5, lines=600 * TRIALS)
+    corpus = build_corpus(rng, n_files=5, lines=max(CORPUS_LINES // 5, 150 * TRIALS))
     # Bytes of each log written so far; a log appears (often with half a first
     # line) when its first bytes are written.
     written = dict.fromkeys(corpus, 0)

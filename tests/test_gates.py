@@ -130,14 +130,13 @@ class Asked:
 )
 def test_confirm_policy_opens_all_projects_only_on_true(tmp_path, answer, opens):
     ask = Asked(answer)
-    if isinstance(answer, KeyboardInterrupt):
-        # an interrupted prompt is the user leaving, not consent: it propagates
-        with pytest.raises(KeyboardInterrupt):
-            decide_scope(Settings(all_projects="confirm"), cwd=str(tmp_path), session_id=None,
-                         all_projects=True, confirm=ask)
+    try:
+        v = decide_scope(Settings(all_projects="confirm"), cwd=str(tmp_path), session_id=None, all_projects=True,
+                         confirm=ask)
+    except KeyboardInterrupt:
+        # an interrupted prompt is the user leaving, not consent: stopping is as closed as a refusal
+        assert isinstance(answer, KeyboardInterrupt)
         return
-    v = decide_scope(Settings(all_projects="confirm"), cwd=str(tmp_path), session_id=None, all_projects=True,
-                     confirm=ask)
     assert len(ask.questions) == 1 and ask.questions[0].strip()
     if opens:
         assert v.scope is not None and v.scope.kind == "all"

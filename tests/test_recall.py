@@ -13,12 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections import Counter
 
 import pytest
 
 from session_recall import Index
-from session_recall.config import Settings
 from session_recall.model import Envelope
 from session_recall.query import passages as P
 from session_recall.text.redact import KINDS, find_secret
@@ -641,8 +641,6 @@ def test_redaction_mask_and_hash(proj, corpus):
     hashed = corpus.open(redaction="hash")
     env = hashed.recall("rotate", cwd=str(proj))
     text = env.results[0].passage.messages[0].text
-    import re
-
     marks = re.findall(r"#[0-9a-f]{8}\b", text)
     assert len(marks) == 3
     assert marks[0] == marks[1] != marks[2]  # two mentions of one secret compare equal

@@ -20,6 +20,7 @@ sub-agent thread, a local shell call, injected context).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
@@ -28,12 +29,15 @@ from pathlib import Path
 import orjson
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from session_recall import Index
 from session_recall.indexer import files as F
-from session_recall.indexer.sources import detect_kind, kinds
+from session_recall.indexer.sources import Skip, detect_kind, kinds
 from session_recall.indexer.sources.claude_code import ClaudeCodeParser
 from session_recall.indexer.sources.codex import CodexParser
+from session_recall.model import MessageEvent, SessionEvent, TitleEvent
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -66,7 +70,8 @@ SAMPLES: dict[str, tuple[str, dict[str, tuple]]] = {
     "claude-code/codemie-ai-codemie-code/-tmp-private/agent-50243ee8.jsonl": (CC, {
         S_PRIVATE: ("/tmp/private", None, "2025-12-10T19:37:37.157Z", roles(1, 1))}),
     "claude-code/codemie-ai-codemie-code/incremental-subagents/turn-2.jsonl": (CC, {
-        S_INCR: ("/Users/User/repo/codemie-ai/codemie-code", "Metrics Calculations Verification and Discrepancy Analysis",
+        S_INCR: ("/Users/User/repo/codemie-ai/codemie-code",
+                 "Metrics Calculations Verification and Discrepancy Analysis",
                  "2026-01-14T19:20:03.207Z", roles(1, 5, 14, 13))}),
     "claude-code/codemie-ai-codemie-code/incremental-subagents/turn-2/subagents/agent-a485154.jsonl": (CC, {
         S_INCR: ("/Users/User/repo/codemie-ai/codemie-code", None, "2026-01-14T19:20:13.501Z", roles(1, 3, 20, 20))}),
@@ -79,7 +84,8 @@ SAMPLES: dict[str, tuple[str, dict[str, tuple]]] = {
     "claude-code/daaain-claude-code-log/todowrite_examples.jsonl": (CC, {
         "todowrite_session": ("/tmp", None, "2025-06-14T10:00:00Z", roles(2, 3, 3, 3))}),
     "claude-code/simonw-claude-code-transcripts/sample_session.jsonl": (CC, {
-        "test-session-id": ("/project", "Test session for JSONL parsing", "2025-12-24T10:00:00.000Z", roles(2, 2, 2, 2))}),
+        "test-session-id": ("/project", "Test session for JSONL parsing", "2025-12-24T10:00:00.000Z",
+                            roles(2, 2, 2, 2))}),
     f"codex/codemie-ai-codemie-code/{ROLLOUT}": (CX, {
         S_ROLLOUT: ("/Users/Sample_User/repos/codemie-ai/codemie-code", None, "2026-05-11T08:26:55.042Z",
                     roles(2, 13, 105, 102))}),
@@ -461,3 +467,88 @@ def test_resumed_reads_equal_one_read(name, tmp_path, open_index):
             fh.write(data[cut:])
         ix.sync([str(log)])
         assert (sessions(ix), texts(ix, SHOP if name.startswith("claude") else ROUNDING)) == want, cut
+
+
+
+# --- no line breaks a parser ----------------------------------------------------------
+
+_WORDS = ["type", "user", "assistant", "text", "content", "name", "id", "data", "source", "input", "output",
+          "sessionId", "cwd", "uuid", "call_id", "turn_id", "command", "action", "images", "local_images",
+          "message", "title", "media_type", "data:image/png;base64,AA==", "/x", "s1", "agent-"]
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+                     st.sampled_from(_WORDS), st.text(max_size=6))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(_WORDS), inner, max_size=4)), max_leaves=12)
+
+
+@st.composite
+def _corrupt(draw, obj: dict) -> dict:
+    """`obj` with up to two of its keys given any value at all."""
+    obj = dict(obj)
+    if draw(st.integers(0, 3)):
+        return obj
+    for key in draw(st.lists(st.sampled_from(sorted(obj)), max_size=2, unique=True)):
+        obj[key] = draw(_VALUES)
+    return obj
+
+
+def _shaped(kind_values: list[str], fields: dict[str, st.SearchStrategy],
+            required: tuple[str, ...] = ()) -> st.SearchStrategy:
+    """An object with a `type` from kind_values, the `required` fields and
+    some of the others, now and then with a value of the wrong shape."""
+    right = st.fixed_dictionaries({"type": st.sampled_from(kind_values), **{k: fields[k] for k in required}},
+                                  optional={k: v for k, v in fields.items() if k not in required})
+    return right.flatmap(_corrupt)
+
+
+_CC_BLOCK = _shaped(["text", "tool_use", "tool_result", "image", "document", "thinking"], {
+    "text": st.text(max_size=6), "name": st.text(max_size=4), "input": _VALUES, "id": st.text(max_size=4),
+    "content": st.one_of(st.text(max_size=6), st.lists(_VALUES, max_size=3)),
+    "source": st.fixed_dictionaries({"type": st.sampled_from(["base64", "url", "text"])},
+                                    optional={"data": _VALUES, "media_type": _VALUES, "url": _VALUES}),
+    "title": _VALUES}, required=("text", "content", "input", "source"))
+_CC_LINE = _shaped(["user", "assistant", "summary", "ai-title", "custom-title", "progress"], {
+    "sessionId": st.sampled_from(["s1", "s2"]), "cwd": st.sampled_from(["/a", "/b"]), "uuid": st.text(max_size=4),
+    "timestamp": st.sampled_from(["2026-01-01T00:00:00Z", "2025-01-01T00:00:00Z"]), "isMeta": st.booleans(),
+    "summary": st.text(max_size=5), "aiTitle": st.text(max_size=5), "customTitle": st.text(max_size=5),
+    "message": st.fixed_dictionaries({}, optional={
+        "role": st.sampled_from(["user", "assistant"]),
+        "content": st.one_of(st.text(max_size=6), st.lists(st.one_of(_CC_BLOCK, _VALUES), max_size=4))})},
+    required=("message", "sessionId", "cwd", "uuid", "timestamp"))
+_CX_PAYLOAD = _shaped(["user_message", "agent_message", "task_started", "thread_name_updated", "function_call",
+                       "function_call_output", "custom_tool_call", "custom_tool_call_output", "local_shell_call",
+                       "web_search_call", "message", "reasoning", "token_count"], {
+    "message": st.text(max_size=6), "images": st.lists(_VALUES, max_size=2), "local_images": _VALUES,
+    "turn_id": st.sampled_from(["t1", "t2"]), "thread_name": st.text(max_size=5),
+    "call_id": st.sampled_from(["c1", "c2"]),
+    "name": st.text(max_size=4), "arguments": _VALUES, "input": _VALUES, "action": _VALUES,
+    "output": st.one_of(st.text(max_size=6), st.lists(_VALUES, max_size=3)), "id": st.text(max_size=4),
+    "cwd": st.sampled_from(["/a", "/b"]), "timestamp": _VALUES, "source": _VALUES, "parent_thread_id": _VALUES},
+    required=("message", "call_id", "output", "arguments"))
+_CX_LINE = _shaped(["session_meta", "event_msg", "response_item", "turn_context", "compacted"], {
+    "timestamp": st.sampled_from(["2026-01-01T00:00:00Z"]), "payload": _CX_PAYLOAD}, required=("timestamp", "payload"))
+
+
+def _line(obj) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), parser=st.sampled_from([ClaudeCodeParser, CodexParser]),
+       path=st.sampled_from(["/p/-x/s1.jsonl", "/p/-x/agent-a.jsonl", "/p/-x/s1/subagents/agent-b.jsonl",
+                             "/s/2026/01/01/rollout-x.jsonl.zst"]))
+def test_no_line_breaks_a_parser(data, parser, path):
+    """Whatever the lines, a parser returns events or raises Skip, and its
+    state survives a JSON round trip (it is saved with the offset)."""
+    lines = data.draw(st.lists(_CC_LINE if parser is ClaudeCodeParser else _CX_LINE, max_size=6))
+    if parser is CodexParser and data.draw(st.booleans()):
+        lines.insert(0, {"type": "session_meta", "payload": {"id": "s1", "cwd": "/a", "timestamp": "t"}})
+    state: dict = {}
+    for obj in lines:
+        p = parser(path, state)
+        try:
+            events = p.feed(_line(obj))
+        except Skip:
+            events = []
+        assert all(isinstance(e, (MessageEvent, SessionEvent, TitleEvent)) for e in events)
+        state = orjson.loads(orjson.dumps(p.state))

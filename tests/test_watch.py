@@ -10,11 +10,11 @@ measured latency is printed, not asserted (`pytest -s` shows it).
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 

@@ -187,7 +187,8 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
         per = min(per, budget)
         if per <= 0:
             continue
-        text, truncated = _cut(rend(r[4]) or "", per, cut_terms)
+        # only a hit is searched for the place to cut (a neighbour does not hold the terms)
+        text, truncated = _cut(rend(r[4]) or "", per, cut_terms if hit_flags[r[0]] else [])
         if truncated and per < MIN_PIECE_BYTES and r[0] != anchor_row:
             continue
         budget -= len(text.encode("utf-8", "surrogatepass"))

@@ -6,12 +6,12 @@ becomes its overlapping bigrams followed by a unigram of its last character,
 separated by spaces, and everything else is left for unicode61 to cut into
 words. `显示Miso` becomes `显示 示 miso`.
 
-Before that, every character that is neither a word character nor CJK becomes
-a space. unicode61 classifies characters by its own, older Unicode table, in
-which code points assigned since (most emoji, ₽, U+2066, letters of new
-scripts) and unassigned ones count as token characters: it would index
-`thanks🥰` as one token and `thanks` could never be found in it. After the
-rewrite, unicode61's tokens are exactly the runs of word characters.
+Before that, every character that is not a letter, digit, mark or private-use
+character becomes a space. unicode61 classifies characters by its own, older
+Unicode table, in which code points assigned since (most emoji, ₽, U+2066)
+and unassigned ones count as token characters: it would index `thanks🥰` as
+one token, and `thanks` could never be found in it. After the rewrite,
+unicode61's tokens are exactly the runs of word characters and the CJK grams.
 
 Why the trailing unigram: every occurrence of a CJK character is then the first
 character of some token (a bigram, or the last-character unigram), so a one
@@ -25,9 +25,10 @@ decides the rest (docs/matching.md).
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
-from .fold import CJK_RUN, HAS_CJK, blank_placeholders, fold, is_word_char
+from .fold import CJK_RUN, blank_placeholders, fold
 
 TOKENIZER_VERSION = 2
 # unicode61 must not strip diacritics or split on marks, so that its tokens are
@@ -46,11 +47,12 @@ def _bigrams(run: str, *, closed: bool) -> list[str]:
 
 class _Separators(dict):
     """A str.translate table filled as characters are met: a character that is
-    neither a word character nor CJK maps to a space."""
+    not a letter, digit, mark or private-use character (a word character, or a
+    CJK one) maps to a space."""
 
     def __missing__(self, cp: int) -> int:
-        ch = chr(cp)
-        value = cp if is_word_char(ch) or HAS_CJK.match(ch) else 0x20
+        cat = unicodedata.category(chr(cp))
+        value = cp if cat[0] in "LNM" or cat == "Co" else 0x20
         self[cp] = value
         return value
 
@@ -59,9 +61,12 @@ _SEPARATORS = _Separators()
 
 
 def words_only(folded: str) -> str:
-    """`folded` with every character that is neither a word character nor CJK
-    turned into a space (one for one, so positions are kept). ASCII needs no
-    table: unicode61 already cuts it at exactly those characters."""
+    """`folded` with every character that is not a letter, digit, mark or
+    private-use character turned into a space (one for one, so positions are
+    kept): symbols, punctuation, emoji, controls, unassigned code points, and
+    the CJK punctuation `・` `゠` as well, which unicode61 drops from a bigram
+    (a term `・` then has no tokens and is answered by a scan, like `->`).
+    ASCII needs no table: unicode61 already cuts it at exactly those characters."""
     return folded if folded.isascii() else folded.translate(_SEPARATORS)
 
 

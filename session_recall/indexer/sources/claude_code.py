@@ -113,6 +113,9 @@ class ClaudeCodeParser(Parser):
         sessions = self.state.setdefault("sessions", {})
         known = sessions.get(session_id)
         if known is not None:
+            unstarted = self.state.get("unstarted", {})
+            if ts and unstarted.pop(session_id, None):  # opened by a line without a timestamp
+                return known, [SessionEvent(session_id=session_id, cwd=known, started_at=ts)]
             return known, []
         if not isinstance(cwd, str) or not cwd:
             raise Skip("no_session")
@@ -130,8 +133,10 @@ class ClaudeCodeParser(Parser):
         title = best[0] if best else None
         if ts:
             events.append(SessionEvent(session_id=session_id, cwd=cwd, started_at=ts, title=title))
-        elif title is not None:
-            events.append(TitleEvent(session_id=session_id, cwd=cwd, title=title))
+        else:
+            self.state.setdefault("unstarted", {})[session_id] = True
+            if title is not None:
+                events.append(TitleEvent(session_id=session_id, cwd=cwd, title=title))
         return cwd, events
 
     def _title(self, obj: dict, kind: str):
@@ -202,7 +207,7 @@ class ClaudeCodeParser(Parser):
             elif btype == "tool_use":
                 name = block.get("name") if isinstance(block.get("name"), str) else None
                 args = block.get("input")
-                parts.append((i, "tool_call", orjson.dumps(args).decode() if args is not None else "", name, []))
+                parts.append((i, "tool_call", media.json_text(args), name, []))
             elif btype == "tool_result":
                 text, atts = self._result_content(block.get("content"), f"{uuid}#{i}")
                 parts.append((i, "tool_result", text, None, atts))
@@ -264,7 +269,7 @@ class ClaudeCodeParser(Parser):
                         if att is not None:
                             atts.append(att)
         elif content is not None:
-            texts.append(orjson.dumps(content).decode())
+            texts.append(media.json_text(content))
         return "\n".join(t for t in texts if t), atts
 
     def _media(self, block: dict, where: str, n: int) -> Attachment | None:

@@ -70,7 +70,7 @@ def _strings(value, skip_keys: tuple[str, ...] = ("type",)) -> list[str]:
         value = {k: v for k, v in value.items() if k not in skip_keys}
     if value is None:
         return []
-    text = visible_text(orjson.dumps(value).decode()) if isinstance(value, (dict, list)) else str(value)
+    text = visible_text(media.json_text(value)) if isinstance(value, (dict, list)) else str(value)
     return list(dict.fromkeys(t for t in text.split("\n") if t))
 
 
@@ -237,7 +237,8 @@ class CodexParser(Parser):
             self.state["prompted"] = True
         atts: list[Attachment] = []
         if role == "user":
-            for j, ref in enumerate([*(p.get("images") or []), *(p.get("local_images") or [])]):
+            refs = [r for key in ("images", "local_images") if isinstance(p.get(key), list) for r in p[key]]
+            for j, ref in enumerate(refs):
                 if not isinstance(ref, str) or not ref:
                     continue
                 where = media.stable_id(mid, str(j))
@@ -263,10 +264,10 @@ class CodexParser(Parser):
         call_id = p.get("call_id") if isinstance(p.get("call_id"), str) and p.get("call_id") else None
         if ptype == "function_call":
             name, args = p.get("name"), p.get("arguments")
-            text = args if isinstance(args, str) else orjson.dumps(args).decode() if args is not None else ""
+            text = args if isinstance(args, str) else media.json_text(args)
         elif ptype == "custom_tool_call":
             name, args = p.get("name"), p.get("input")
-            text = args if isinstance(args, str) else orjson.dumps(args).decode() if args is not None else ""
+            text = args if isinstance(args, str) else media.json_text(args)
         elif ptype == "local_shell_call":
             name = "local_shell"
             action = p.get("action")
@@ -318,5 +319,5 @@ class CodexParser(Parser):
         elif out is None:
             text = ""
         else:  # an object envelope ({"content": ..., "success": ...}): its values
-            text = orjson.dumps(out).decode()
+            text = media.json_text(out)
         return self._message(mid, turn or mid, "tool_result", ts, text, atts)

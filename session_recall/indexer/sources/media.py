@@ -1,6 +1,7 @@
-"""Attachments of harness formats: images and documents carried inline as
-base64 or as data URLs, or named by a path. Only metadata is kept (an id, a
-name, a media type and a size); the bytes themselves never enter the index."""
+"""What the harness formats (claude-code, codex) share: attachments (images
+and documents carried inline as base64 or data URLs, or named by a path, of
+which only metadata is kept: an id, a name, a media type and a size; the bytes
+never enter the index), and JSON values as text."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import mimetypes
 import posixpath
 import re
 
+import orjson
 from pydantic import ValidationError
 
 from ...model import Attachment
@@ -17,6 +19,17 @@ _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DATA_URL = re.compile(r"^data:([^;,]*)(;[^,]*)?,", re.IGNORECASE)
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
         "image/svg+xml": "svg", "application/pdf": "pdf", "text/plain": "txt"}
+
+
+def json_text(value) -> str:
+    """A decoded JSON value back as JSON text (for the projection to take its
+    values from); never raises."""
+    if value is None:
+        return ""
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return str(value)
 
 
 def stable_id(*parts: str) -> str:
