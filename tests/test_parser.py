@@ -80,8 +80,11 @@ TRICKY = st.lists(st.sampled_from([
     "/", "{", "}", "[", "]", ":", ",", " ", "a", "é", "e\u0301", "ß", "İ", "中", "文", "模型", "😀",
     "🎉", "👩‍💻", "\U0010ffff", '"type": "message"',
 ])).map("".join)
-TEXTS = st.one_of(st.text(), TRICKY, st.text(st.characters(min_codepoint=0x80)))
-IDS = st.text(min_size=1)
+# Text a log can carry as UTF-8: no lone surrogates (their escapes are covered
+# by their own test, which expects U+FFFD).
+_CHARS = st.characters(exclude_categories=("Cs",))
+TEXTS = st.one_of(st.text(_CHARS), TRICKY, st.text(st.characters(min_codepoint=0x80, exclude_categories=("Cs",))))
+IDS = st.text(_CHARS, min_size=1)
 
 
 # --- properties of the parser --------------------------------------------------
