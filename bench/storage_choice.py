@@ -46,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -260,10 +261,43 @@ def generate_corpus(mb: float, seed: int) -> Corpus:
 # The Python tokenizer of variant (d)
 # ---------------------------------------------------------------------------
 
-# A CJK run, or a run of word characters (letters and digits, minus "_" and
-# CJK). unicode61 with categories 'L* N* Co M*' also keeps marks and private-use
-# characters inside words; this corpus has neither, so the tokens are the same.
-_PY_TOKEN = re.compile(f"([{CJK_CLASS}]+)|[^\\W_{CJK_CLASS}]+")
+# unicode61 configured with categories 'L* N* Co M*' keeps letters, digits,
+# marks and private-use characters inside words. Python's `[^\W_]` is exactly
+# the L* and N* part; marks and private-use characters are added by a slower
+# pattern that is used only for the texts that may contain one (any such BMP
+# character, or any character beyond the BMP).
+
+
+def _word_extras() -> tuple[str, str]:
+    """Character classes (BMP, beyond the BMP) of the M* and Co characters
+    outside CJK: word characters for unicode61 here, not for Python's \\w."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(sys.maxunicode + 1):
+        ch = chr(cp)
+        cat = unicodedata.category(ch)
+        if (cat[0] == "M" or cat == "Co") and not _CJK_FULL.match(ch):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+
+    def cls(rs: list[tuple[int, int]]) -> str:
+        esc = lambda cp: re.escape(chr(cp))  # noqa: E731
+        return "".join(esc(lo) if lo == hi else f"{esc(lo)}-{esc(hi)}" for lo, hi in rs)
+
+    bmp = [(lo, min(hi, 0xFFFF)) for lo, hi in ranges if lo <= 0xFFFF]
+    astral = [(max(lo, 0x10000), hi) for lo, hi in ranges if hi > 0xFFFF]
+    return cls(bmp), cls(astral)
+
+
+_EXTRAS_BMP, _EXTRAS_ASTRAL = _word_extras()
+# A BMP-only class compiles to a table lookup; the astral part would make it a
+# slow list of ranges, so every astral character just selects the full pattern.
+_MAY_HAVE_EXTRA = re.compile(f"[{_EXTRAS_BMP}\U00010000-\U0010ffff]")
+_PY_TOKEN_FAST = re.compile(f"([{CJK_CLASS}]+)|[^\\W_{CJK_CLASS}]+")
+_PY_TOKEN_FULL = re.compile(
+    f"([{CJK_CLASS}]+)|(?:[^\\W_{CJK_CLASS}]|[{_EXTRAS_BMP}]|[{_EXTRAS_ASTRAL}])+"
+)
 
 
 def bigram_tokenizer(con: apsw.Connection, args: list[str]) -> apsw.Tokenizer:
@@ -279,7 +313,8 @@ def bigram_tokenizer(con: apsw.Connection, args: list[str]) -> apsw.Tokenizer:
         end = len(text)
         out: list[str] = []
         append, extend = out.append, out.extend
-        for m in _PY_TOKEN.finditer(text):
+        pattern = _PY_TOKEN_FULL if _MAY_HAVE_EXTRA.search(text) else _PY_TOKEN_FAST
+        for m in pattern.finditer(text):
             run = m.group(1)
             if run is None:
                 append(m.group())
@@ -640,7 +675,8 @@ def python_side(corpus: Corpus, repeat: int) -> list[tuple[str, float]]:
         # The same tokens with str offsets, which StringTokenizer maps to UTF-8
         # byte offsets: what a tokenizer that supports highlight() must do.
         def inner(text: str, flags: int, locale):
-            for m in _PY_TOKEN.finditer(text):
+            pattern = _PY_TOKEN_FULL if _MAY_HAVE_EXTRA.search(text) else _PY_TOKEN_FAST
+            for m in pattern.finditer(text):
                 s, e = m.span()
                 w = fold(m.group())
                 if m.group(1) is None or len(w) == 1:

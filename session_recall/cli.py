@@ -49,6 +49,17 @@ def _print_report(r, *, prefix: str = "") -> None:
     )
 
 
+def _say_defaults(ix: Index) -> None:
+    """Register the default sources and say which they are (on stderr)."""
+    origin, sources = ix.register_default_sources()
+    where = "configured sources" if origin == "config" else "default locations found"
+    if sources:
+        click.echo(f"{where}: " + ", ".join(f"{p} ({k})" for p, k in sources), err=True)
+    else:
+        click.echo("no sources configured and no Claude Code or Codex folder found; "
+                   "give a PATH, or add [[sources]] to the config", err=True)
+
+
 @main.command()
 @click.argument("paths", nargs=-1)
 @click.option("--kind", type=click.Choice(KINDS), default="auto", show_default=True)
@@ -56,9 +67,13 @@ def _print_report(r, *, prefix: str = "") -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the sync report as JSON.")
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as_json: bool) -> None:
-    """One incremental sync of PATHS (or of every source already indexed)."""
+    """One incremental sync of PATHS; with none, of the configured sources (else
+    the Claude Code and Codex folders found on this machine) and every source
+    indexed before."""
     with _open(ctx) as ix:
         try:
+            if not paths:
+                _say_defaults(ix)
             if sys.stderr.isatty() and not as_json:
                 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -89,6 +104,12 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
     from .indexer.watch import Watcher
 
     with _open(ctx) as ix:
+        if not paths:
+            try:
+                _say_defaults(ix)
+            except WriterBusy as e:
+                raise click.ClickException(str(e)) from None
+
         def on_sync(report) -> None:
             if report.bytes_read or report.files_missing or report.files_renamed:
                 _print_report(report, prefix="synced ")

@@ -58,12 +58,38 @@ class Index:
         """Sources from the settings, as (path, kind)."""
         return [(os.path.expanduser(s.path), s.kind) for s in self.settings.sources]
 
+    def default_sources(self) -> tuple[str, list[tuple[str, str]]]:
+        """What `index` and `watch` read when given no path: the configured
+        sources, else the harnesses' own folders that exist on this machine.
+        Returns where they came from ("config", "defaults") and (path, kind)."""
+        if self.settings.sources:
+            return "config", self.configured_sources()
+        found = []
+        claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
+        codex = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+        for path, kind in ((os.path.join(claude, "projects"), "claude-code"),
+                           (os.path.join(codex, "sessions"), "codex"),
+                           (os.path.join(codex, "archived_sessions"), "codex")):
+            if os.path.isdir(path):
+                found.append((path, kind))
+        return "defaults", found
+
+    def register_default_sources(self) -> tuple[str, list[tuple[str, str]]]:
+        """Register default_sources() so that a sync or watch of known sources includes them."""
+        origin, sources = self.default_sources()
+        if sources:
+            Syncer(self.store).register(sources)
+        return origin, sources
+
     def sync(self, paths: list[str] | str | None = None, kind: str = "auto", *,
              prune: bool = False, progress: Progress | None = None) -> SyncReport:
-        """One incremental sync of `paths` (registered as sources), or of every
-        source the index already knows."""
+        """One incremental sync of `paths` (registered as sources), or, given
+        none, of the default sources (default_sources()) and every source the
+        index already knows."""
         if isinstance(paths, (str, os.PathLike)):
             paths = [str(paths)]
+        if not paths:
+            self.register_default_sources()
         syncer = Syncer(self.store, progress=progress)
         self._syncer = syncer
         try:
@@ -88,12 +114,7 @@ class Index:
         timer = threading.Timer(self.settings.first_use_budget_s, self.stop)
         timer.start()
         try:
-            if configured:
-                for path, kind in configured:
-                    if os.path.exists(path):
-                        self.sync([path], kind)
-            else:
-                self.sync(None)
+            self.sync(None)
         except WriterBusy:
             return {"first_use": "the index is empty and another process is building it; ask again shortly"}
         finally:

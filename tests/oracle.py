@@ -11,10 +11,12 @@ its deltas in file order while it streams.
 Secrets: the test plants credential-shaped strings in the logs and tells the
 oracle which ones. The page says a placeholder is one space for matching, so
 the oracle applies the rule "each planted secret becomes one space": nothing
-inside a secret matches, and a word beside it keeps its boundary. The
-generator makes that rule exact (a secret is never followed by a character a
-credential could continue with), and the test checks that the index redacted
-exactly the secrets it planted.
+inside a secret matches, and a word beside it keeps its boundary. That is
+the index's behaviour exactly when the redactor's spans are the planted
+secrets, no wider and no other: the generator never lets a secret be followed
+by a character a credential could continue with, and the test keeps only
+corpora where the product's redactor (redaction is not matching) finds
+exactly the planted spans. The oracle never reads the index's stored text.
 
 Where the page leaves a choice open, the choice made here is marked READING.
 """

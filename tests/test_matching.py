@@ -64,6 +64,7 @@ CASES = [
     ("示", "浮窗现在只显示Miso", True),
     ("简历模板", "我的简历模板", True),
     ("简历 模板", "我的简历模板", True),
+    ("简历 模板", "简历模板", True),
     # 3. a CJK end of a term needs nothing of its neighbour
     ("miso", "只显示Miso，", True),
     # 3. mixed terms match as written

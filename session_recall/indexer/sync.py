@@ -116,18 +116,22 @@ class Syncer:
 
     # --- sources ----------------------------------------------------------------
 
+    def register(self, sources: list[tuple[str, str]]) -> None:
+        """Record (path, kind) pairs as sources, without reading them."""
+        for _, kind in sources:
+            if kind not in KINDS:
+                raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        with self.store.writer(), self.store.atomic():
+            for p, kind in sources:
+                self.conn.execute(
+                    "INSERT INTO sources(path, kind, added_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT(path) DO UPDATE SET kind = excluded.kind",
+                    (os.path.realpath(os.path.expanduser(p)), kind, utcnow()),
+                )
+
     def _sources(self, paths: list[str] | None, kind: str) -> list[tuple[int, str, str]]:
-        if kind not in KINDS:
-            raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
         if paths:
-            with self.store.atomic():
-                for p in paths:
-                    real = os.path.realpath(os.path.expanduser(p))
-                    self.conn.execute(
-                        "INSERT INTO sources(path, kind, added_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT(path) DO UPDATE SET kind = excluded.kind",
-                        (real, kind, utcnow()),
-                    )
+            self.register([(p, kind) for p in paths])
             wanted = [os.path.realpath(os.path.expanduser(p)) for p in paths]
             rows = [self.conn.execute("SELECT id, path, kind FROM sources WHERE path = ?", (p,)).fetchone() for p in wanted]
         else:
