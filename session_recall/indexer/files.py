@@ -120,23 +120,33 @@ def _chunks(path: str, offset: int) -> Iterator[bytes]:
             yield chunk
 
 
+def read_blocks(path: str, offset: int) -> Iterator[bytes]:
+    """The bytes after `offset` in blocks that each end with a newline (about
+    CHUNK bytes; a line of any length arrives whole, in one block). A last line
+    without its newline is not returned: it waits for it."""
+    pending: list[bytes] = []
+    for chunk in _chunks(path, offset):
+        nl = chunk.rfind(b"\n")
+        if nl == -1:
+            pending.append(chunk)
+            continue
+        if pending:
+            pending.append(chunk[: nl + 1])
+            yield b"".join(pending)
+            pending.clear()
+        else:
+            yield chunk[: nl + 1] if nl + 1 < len(chunk) else chunk
+        if nl + 1 < len(chunk):
+            pending.append(chunk[nl + 1 :])
+
+
 def read_lines(path: str, offset: int) -> Iterator[tuple[bytes, int]]:
     """(line without newline, offset just past its newline) for each complete
-    line after `offset`. A line of any length is returned whole."""
-    pending: list[bytes] = []
+    line after `offset`."""
     pos = offset
-    for chunk in _chunks(path, offset):
-        start = 0
-        while (nl := chunk.find(b"\n", start)) != -1:
-            if pending:
-                pending.append(chunk[start:nl])
-                line = b"".join(pending)
-                pending.clear()
-            else:
-                line = chunk[start:nl]
+    for block in read_blocks(path, offset):
+        lines = block.split(b"\n")
+        lines.pop()  # the empty piece after the block's last newline
+        for line in lines:
             pos += len(line) + 1
             yield line, pos
-            start = nl + 1
-        if start < len(chunk):
-            pending.append(chunk[start:])
-    # whatever is left in `pending` is a last line without its newline: it waits.

@@ -90,16 +90,6 @@ class Writer:
 
     def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
         session = self.session_row(source, ev.cwd, ev.session_id)
-        old = self.conn.execute(
-            "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
-            (session, ev.message_id),
-        ).fetchone()
-        if ev.settled and old is not None and old[1] and old[3] == file_id:
-            # The same log settles this message a second time: a settled
-            # message is final, so the first text stands, as it does against
-            # a late delta.
-            self.skips["duplicate_message"] += 1
-            return
         names: list[str] = []
         atts = None
         if ev.attachments:
@@ -110,41 +100,55 @@ class Writer:
                 names.append(d["name"])
                 items.append(d)
             atts = orjson.dumps(items).decode()
-        if ev.settled or old is None:
-            text = self._redact(ev.text)
-        elif old[3] != file_id:
-            # The message was read from another file, one that is gone or was
-            # replaced (a log compressed in place, say): this file delivers it
-            # again from its first delta, so its stream starts over here
-            # instead of being appended to itself.
-            text = self._redact(ev.text)
-        elif old[1]:
+        text, n_secrets = self.redactor.redact(ev.text)
+        # Most messages are new: insert first, and look at the existing row
+        # only when there is one (one statement fewer per message on a build).
+        seq = self._seq(session)
+        row = self.conn.execute(
+            "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING RETURNING id",
+            (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
+        ).fetchone()
+        if row is not None:
+            self.counts["secrets_redacted"] += n_secrets
+            self.counts["messages_added"] += 1
+            self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (row[0], fts_body(text, names)))
+            return
+        self._next_seq[session] -= 1  # the seq was not used
+        rowid, old_settled, old_text, old_file = self.conn.execute(
+            "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
+            (session, ev.message_id),
+        ).fetchone()
+        if ev.settled and old_settled and old_file == file_id:
+            # The same log settles this message a second time: a settled
+            # message is final, so the first text stands, as it does against
+            # a late delta.
+            self.skips["duplicate_message"] += 1
+            return
+        if ev.settled or old_file != file_id:
+            # A settled text replaces the deltas. A message read before from
+            # another file, one that is gone or was replaced (a log compressed
+            # in place, say), is delivered again from its first delta by this
+            # file, so its stream starts over here instead of being appended
+            # to itself.
+            self.counts["secrets_redacted"] += n_secrets
+        elif old_settled:
             self.skips["delta_after_settle"] += 1
             return
         else:
-            text, n = self.redactor.append(old[2], ev.text)
+            text, n = self.redactor.append(old_text, ev.text)
             self.counts["secrets_redacted"] += n
             if atts is None:  # a delta carries no attachments of its own; keep the earlier ones
-                prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (old[0],)).fetchone()[0]
+                prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
-        if old is None:
-            seq = self._seq(session)
-            rowid = self.conn.execute(
-                "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
-            ).fetchone()[0]
-            self.counts["messages_added"] += 1
-        else:
-            rowid = old[0]
-            self.conn.execute(
-                "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ? "
-                "WHERE id = ?",
-                (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, rowid),
-            )
-            self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
-            self.counts["messages_updated"] += 1
+        self.conn.execute(
+            "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ? "
+            "WHERE id = ?",
+            (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, rowid),
+        )
+        self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+        self.counts["messages_updated"] += 1
         self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(text, names)))
 
     def _seq(self, session: int) -> int:

@@ -39,6 +39,48 @@ _PATTERNS: list[tuple[str, str]] = [
     ("email", r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
 ]
 _SECRET = re.compile("|".join(f"(?P<{kind}>{pat})" for kind, pat in _PATTERNS))
+
+# What every match of a kind contains: a literal, or for `password` a cheap
+# search. Most text contains none of them, and is returned untouched after a
+# few substring tests in C; otherwise only the kinds whose trigger is present
+# are tried. Leaving out a kind whose trigger is absent cannot change a match,
+# since that alternative could never have matched (measured: the full
+# alternation alone runs at about 3.5 MB/s).
+_PASSWORD_KEY = re.compile(r"(?i:password|passwd|pwd|api_key|apikey|api-key|secret|token)=")
+_TRIGGERS: dict[str, tuple[str, ...] | re.Pattern[str]] = {
+    "private_key": ("PRIVATE KEY-----",),
+    "bearer": ("earer",),
+    "anthropic_key": ("sk-ant-",),
+    "stripe_key": ("_live_",),
+    "openai_key": ("sk-",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "aws_key": ("AKIA", "ASIA"),
+    "slack_token": ("xox",),
+    "jwt": ("eyJ",),
+    "url_password": ("://",),
+    "password": _PASSWORD_KEY,
+    "email": ("@",),
+}
+_PATTERN_OF = dict(_PATTERNS)
+_SUBSETS: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def _secret_pattern(text: str) -> re.Pattern[str] | None:
+    """The alternation of the kinds that could match in `text`, or None."""
+    kinds = []
+    for kind, trigger in _TRIGGERS.items():
+        if isinstance(trigger, tuple):
+            if any(t in text for t in trigger):
+                kinds.append(kind)
+        elif trigger.search(text):
+            kinds.append(kind)
+    if not kinds:
+        return None
+    key = tuple(kinds)
+    pattern = _SUBSETS.get(key)
+    if pattern is None:
+        pattern = _SUBSETS[key] = re.compile("|".join(f"(?P<{k}>{_PATTERN_OF[k]})" for k in key))
+    return pattern
 # Characters a secret may continue with when it arrives split across deltas.
 _CONTINUATION = re.compile(r"[A-Za-z0-9_\-+/=.]+")
 
@@ -68,14 +110,19 @@ class Redactor:
             return self._placeholder(m.lastgroup or "secret", m.group())
 
         if not keep_placeholders:
-            return _SECRET.sub(sub, scrub(text)), count
+            text = scrub(text)
+            pattern = _secret_pattern(text)
+            return (pattern.sub(sub, text) if pattern else text), count
+        pattern = _secret_pattern(text)
+        if pattern is None:
+            return text, count
         out: list[str] = []
         pos = 0
         for m in PLACEHOLDER.finditer(text):
-            out.append(_SECRET.sub(sub, text[pos : m.start()]))
+            out.append(pattern.sub(sub, text[pos : m.start()]))
             out.append(m.group())
             pos = m.end()
-        out.append(_SECRET.sub(sub, text[pos:]))
+        out.append(pattern.sub(sub, text[pos:]))
         return "".join(out), count
 
     def append(self, stored: str, fragment: str) -> tuple[str, int]:

@@ -78,6 +78,9 @@ def load_object(line: bytes) -> dict:
 
 class Parser:
     kind: ClassVar[str]
+    # The bytes that every line this kind indexes contains (its "type"
+    # values); see is_noise.
+    indexed_types: ClassVar[re.Pattern[bytes]]
 
     def __init__(self, path: str, state: dict | None = None):
         self.path = path
@@ -87,7 +90,28 @@ class Parser:
         self.notes: Counter[str] = Counter()
 
     def feed(self, line: bytes) -> list[Event]:
+        """The events of one line (any line: noise is recognised here too)."""
+        stripped = line.strip()
+        if not stripped:
+            raise Skip("blank")
+        if self.is_noise(stripped):
+            raise Skip("noise")
+        return self.parse(load_object(stripped), stripped)
+
+    def parse(self, obj: dict, raw: bytes) -> list[Event]:
+        """The events of one parsed line (`raw` is its bytes, stripped)."""
         raise NotImplementedError
+
+    @classmethod
+    def is_noise(cls, line: bytes) -> bool:
+        """Most lines of a real log are noise (progress, usage, snapshots...).
+        A line is noise, counted and skipped without being parsed, when it looks
+        like a JSON object with a "type" that names none of this kind's indexed
+        types. Anything else (not an object, no "type" at all) is parsed, so
+        that it is counted under its real reason. The sync's loop inlines this
+        test for the common case of a line without surrounding white space."""
+        return (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
+                and cls.indexed_types.search(line) is None)
 
     @classmethod
     def detect(cls, first_lines: list[bytes]) -> bool:

@@ -9,13 +9,13 @@ from pydantic import ValidationError
 
 from ...model import Attachment, MessageEvent, MessageLine, SessionEvent, SessionLine, TitleEvent, TitleLine
 from ..project import project
-from . import Parser, Skip, load_object
+from . import Parser, Skip
 
 # Lines whose bytes do not name one of our types are noise (progress, usage,
 # token counts...): most lines of a real log. They are counted and skipped
 # without being parsed. A line that is not a JSON object at all is parsed, so
 # that it is counted under its real reason.
-_OURS = re.compile(rb'"type"\s*:\s*"(?:session|title|message|message_delta)"')
+_INDEXED_TYPES = re.compile(rb'"type"\s*:\s*"(?:session|title|message|message_delta)"')
 
 
 def attachments(raw) -> tuple[list[Attachment], int]:
@@ -37,6 +37,7 @@ def attachments(raw) -> tuple[list[Attachment], int]:
 
 class CanonicalParser(Parser):
     kind = "canonical"
+    indexed_types = _INDEXED_TYPES
 
     @classmethod
     def detect(cls, first_lines: list[bytes]) -> bool:
@@ -49,13 +50,7 @@ class CanonicalParser(Parser):
                 return True
         return False
 
-    def feed(self, line: bytes):
-        stripped = line.strip()
-        if not stripped:
-            raise Skip("blank")
-        if stripped[:1] == b"{" and stripped[-1:] == b"}" and not _OURS.search(stripped):
-            raise Skip("noise")
-        obj = load_object(stripped)
+    def parse(self, obj: dict, raw: bytes):
         kind = obj["type"]
         try:
             if kind == "session":

@@ -28,14 +28,14 @@ import orjson
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project
-from . import Parser, Skip, load_object
+from . import Parser, Skip
 from . import media
 
 # Lines whose bytes name none of the types indexed here (progress,
 # file-history-snapshot, system, queue-operation...) are noise, skipped
 # without being parsed. A quote inside a JSON string is escaped, so these
 # bytes only ever match JSON structure.
-_OURS = re.compile(rb'"type"\s*:\s*"(?:user|assistant|summary|ai-title|custom-title)"')
+_INDEXED_TYPES = re.compile(rb'"type"\s*:\s*"(?:user|assistant|summary|ai-title|custom-title)"')
 _TITLE_FIELD = {"summary": "summary", "ai-title": "aiTitle", "custom-title": "customTitle"}
 _TITLE_RANK = {"summary": 1, "ai-title": 2, "custom-title": 3}
 # Types that only Claude Code writes, for `auto`.
@@ -58,6 +58,7 @@ def _line_id(line: bytes) -> str:
 
 class ClaudeCodeParser(Parser):
     kind = "claude-code"
+    indexed_types = _INDEXED_TYPES
 
     def __init__(self, path: str, state: dict | None = None):
         super().__init__(path, state)
@@ -81,17 +82,10 @@ class ClaudeCodeParser(Parser):
 
     # --- lines ------------------------------------------------------------------
 
-    def feed(self, line: bytes):
-        stripped = line.strip()
-        if not stripped:
-            raise Skip("blank")
-        if (stripped[:1] == b"{" and stripped[-1:] == b"}" and b'"type"' in stripped
-                and not _OURS.search(stripped)):
-            raise Skip("noise")
-        obj = load_object(stripped)
+    def parse(self, obj: dict, raw: bytes):
         kind = obj["type"]
         if kind in ("user", "assistant"):
-            return self._line(obj, kind, stripped)
+            return self._line(obj, kind, raw)
         if kind in _TITLE_FIELD:
             return self._title(obj, kind)
         raise Skip("noise")

@@ -36,10 +36,10 @@ import orjson
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project, visible_text
-from . import Parser, Skip, load_object
+from . import Parser, Skip
 from . import media
 
-_OURS = re.compile(
+_INDEXED_TYPES = re.compile(
     rb'"type"\s*:\s*"(?:session_meta|turn_context|task_started|user_message|agent_message|thread_name_updated'
     rb'|function_call|function_call_output|custom_tool_call|custom_tool_call_output|local_shell_call'
     rb'|web_search_call)"'
@@ -91,6 +91,7 @@ def _unwrap(output: str) -> str:
 
 class CodexParser(Parser):
     kind = "codex"
+    indexed_types = _INDEXED_TYPES
 
     @classmethod
     def detect(cls, first_lines: list[bytes]) -> bool:
@@ -105,14 +106,7 @@ class CodexParser(Parser):
 
     # --- lines ------------------------------------------------------------------
 
-    def feed(self, line: bytes):
-        stripped = line.strip()
-        if not stripped:
-            raise Skip("blank")
-        if (stripped[:1] == b"{" and stripped[-1:] == b"}" and b'"type"' in stripped
-                and not _OURS.search(stripped)):
-            raise Skip("noise")
-        obj = load_object(stripped)
+    def parse(self, obj: dict, raw: bytes):
         kind = obj["type"]
         payload = obj.get("payload")
         if kind not in _LINE_TYPES:
