@@ -49,6 +49,7 @@ class Store:
         self.conn.execute("PRAGMA cache_size=-65536")
         migrations.apply(self.conn)
         self._lock_fd: int | None = None
+        self._depth = 0  # open transaction (1) and savepoints within it
         self._ensure_meta()
 
     # --- meta -----------------------------------------------------------------
@@ -90,14 +91,46 @@ class Store:
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[apsw.Connection]:
-        """One write transaction, taken immediately so it never deadlocks on upgrade."""
+        """One write transaction, taken immediately so it never deadlocks on
+        upgrade. Inside an open group (begin_group) it is a savepoint: all or
+        nothing of it, committed with the group."""
+        if self._depth:
+            name = f"sp{self._depth}"
+            self.conn.execute(f"SAVEPOINT {name}")
+            self._depth += 1
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute(f"ROLLBACK TO {name}")
+                self.conn.execute(f"RELEASE {name}")
+                raise
+            finally:
+                self._depth -= 1
+            self.conn.execute(f"RELEASE {name}")
+            return
         self.conn.execute("BEGIN IMMEDIATE")
+        self._depth = 1
         try:
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+        finally:
+            self._depth = 0
         self.conn.execute("COMMIT")
+
+    def begin_group(self) -> None:
+        """Open a transaction that several atomic() blocks join, so that many
+        small files commit together: every commit costs a WAL write and a new
+        FTS5 segment (and, sooner or later, its merge)."""
+        if not self._depth:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+
+    def end_group(self, *, commit: bool = True) -> None:
+        if self._depth == 1:
+            self._depth = 0
+            self.conn.execute("COMMIT" if commit else "ROLLBACK")
 
     # --- the writer lock --------------------------------------------------------
 

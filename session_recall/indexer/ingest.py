@@ -103,16 +103,19 @@ class Writer:
         text, n_secrets = self.redactor.redact(ev.text)
         # Most messages are new: insert first, and look at the existing row
         # only when there is one (one statement fewer per message on a build).
+        # (Not RETURNING: interleaved with FTS5 inserts it made a build 3x
+        # slower here; changes() and last_insert_rowid() cost nothing.)
         seq = self._seq(session)
-        row = self.conn.execute(
+        self.conn.execute(
             "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING RETURNING id",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING",
             (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
-        ).fetchone()
-        if row is not None:
+        )
+        if self.conn.changes():
             self.counts["secrets_redacted"] += n_secrets
             self.counts["messages_added"] += 1
-            self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (row[0], fts_body(text, names)))
+            self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
+                              (self.conn.last_insert_rowid(), fts_body(text, names)))
             return
         self._next_seq[session] -= 1  # the seq was not used
         rowid, old_settled, old_text, old_file = self.conn.execute(

@@ -11,6 +11,7 @@ last committed offset.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
@@ -77,7 +78,7 @@ class Syncer:
     def run(self, paths: list[str] | None, kind: str = "auto", *, prune: bool = False) -> SyncReport:
         """Sync the given paths (registering them as sources), or every known source."""
         t0 = time.perf_counter()
-        with self.store.writer():
+        with self.store.writer(), self._grouped():
             if self.store.stale_versions():
                 self.rebuild()
             sources = self._sources(paths, kind)
@@ -96,7 +97,7 @@ class Syncer:
     def sync_files(self, paths: list[str]) -> SyncReport:
         """Sync only these files (the watcher's path): each under its known source."""
         problems: Counter[str] = Counter()  # a log not yet readable, say created but still empty
-        with self.store.writer():
+        with self.store.writer(), self._grouped():
             for path in paths:
                 real = os.path.realpath(path)
                 src = self._source_of(real)
@@ -113,6 +114,29 @@ class Syncer:
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
         return self.report
+
+    # --- transactions -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _grouped(self):
+        """Batches of small files share a transaction (see Store.begin_group);
+        each batch is still all or nothing with its offsets. What is open when
+        the pass ends is committed; on an error it is rolled back."""
+        self._pending = 0
+        try:
+            yield
+        except BaseException:
+            self.store.end_group(commit=False)
+            self.writer.forget()
+            raise
+        self.store.end_group()
+
+    def _batch_done(self, lines: int, nbytes: int) -> None:
+        """Count a batch into the open group; commit the group when it is full."""
+        self._pending += max(lines, nbytes // 200)
+        if self._pending >= self.batch_lines or nbytes >= self.batch_bytes:
+            self.store.end_group()
+            self._pending = 0
 
     # --- sources ----------------------------------------------------------------
 
@@ -294,6 +318,7 @@ class Syncer:
 
         def commit() -> None:
             nonlocal batch_start, n_lines
+            self.store.begin_group()
             with self.store.atomic():
                 try:
                     self.writer.apply(kind, fid, events)
@@ -317,6 +342,7 @@ class Syncer:
                         (fid, reason, n),
                     )
             self.skipped.update(skips)
+            self._batch_done(n_lines, end - batch_start)
             self.report.bytes_read += end - batch_start
             self.report.lines += n_lines
             events.clear()

@@ -65,8 +65,14 @@ _PATTERN_OF = dict(_PATTERNS)
 _SUBSETS: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 
+_ANY_TRIGGER = re.compile("|".join(
+    [re.escape(t) for trig in _TRIGGERS.values() if isinstance(trig, tuple) for t in trig] + [_PASSWORD_KEY.pattern]))
+
+
 def _secret_pattern(text: str) -> re.Pattern[str] | None:
     """The alternation of the kinds that could match in `text`, or None."""
+    if _ANY_TRIGGER.search(text) is None:  # the common case, in one pass
+        return None
     kinds = []
     for kind, trigger in _TRIGGERS.items():
         if isinstance(trigger, tuple):
