@@ -462,8 +462,6 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.xfail(strict=True, reason="ingest skips a settled message with empty text (`empty`) instead of "
-                   "letting it replace the deltas, so the streamed text stays searchable (contract 2.1)")
 def test_an_empty_settled_text_replaces_its_deltas(tmp_path, isolated_settings):
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -102,10 +102,7 @@ def test_a_message_line_gives_back_its_text_exactly(text, role, kind, session_id
     obj = shuffled({**message_obj(text, kind=kind, role=role, session_id=session_id, message_id=message_id),
                     "turn_id": turn_id}, seed)
     line = pad + encode(obj, style) + pad
-    if kind == "message" and text == "":
-        assert skip_reason(parser, line) == "empty"  # a settled message with nothing in it
-        return
-    [event] = parser.feed(line)
+    [event] = parser.feed(line)  # a settled empty message too: the writer lets it replace its deltas
     assert isinstance(event, MessageEvent)
     assert event.text == text
     assert (event.session_id, event.message_id, event.turn_id, event.role, event.cwd) == (
@@ -258,10 +255,16 @@ def test_damaged_message_lines_raise_nothing_but_skip(line, edits):
     (orjson.dumps(message_obj("x", role="robot")), "invalid_fields"),
     (orjson.dumps(message_obj("x", session_id="elsewhere")), "no_session"),
     (orjson.dumps(message_obj("x", role="system")), "role_system"),
-    (orjson.dumps(message_obj("")), "empty"),
 ])
 def test_each_bad_line_is_skipped_under_its_reason(line, reason):
     assert skip_reason(opened(), line) == reason
+
+
+def test_an_empty_settled_message_reaches_the_writer_which_counts_it(tmp_path):
+    """The parser passes it on (its empty text replaces any deltas); the
+    writer stores nothing for it and counts it as `empty`."""
+    [event] = opened().feed(orjson.dumps(message_obj("")))
+    assert event.settled and event.text == "" and not event.attachments
 
 
 def test_huge_numbers_in_fields_nobody_reads_do_not_lose_the_message():

@@ -90,6 +90,17 @@ class Writer:
 
     def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
         session = self.session_row(source, ev.cwd, ev.session_id)
+        if ev.settled and not ev.text and not ev.attachments:
+            # Settled with nothing to search: it replaces its deltas, if any,
+            # with nothing, so the message is not (or no longer) searchable.
+            self.skips["empty"] += 1
+            gone = self.conn.execute(
+                "SELECT id FROM messages WHERE session = ? AND message_id = ? AND settled = 0",
+                (session, ev.message_id)).fetchone()
+            if gone:
+                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", gone)
+                self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
+            return
         names: list[str] = []
         atts = None
         if ev.attachments:

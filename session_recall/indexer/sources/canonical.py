@@ -81,8 +81,8 @@ class CanonicalParser(Parser):
         if bad:
             self.notes["bad_attachment"] += bad
         settled = m.type == "message"
-        if settled and not text and not atts:
-            raise Skip("empty")
+        # An empty settled message still goes to the writer: its (empty) text
+        # replaces any deltas, and the writer counts it as `empty`.
         return MessageEvent(
             session_id=m.session_id,
             cwd=cwd,
