@@ -2,11 +2,12 @@
 
     python bench/storage_choice.py --mb 20
 
-Generates one deterministic mixed Chinese/English corpus (seeded; Chinese words
-drawn with the frequencies of jieba's bundled dictionary, English from a word
-list embedded below; about half of the bytes are CJK characters), then builds
-the same messages into six schemas, each in a fresh SQLite file (WAL, one
-transaction per 5,000 rows, the store's pragmas), and times a fixed query mix:
+Generates one deterministic mixed Chinese/English corpus (seeded, with the text
+generator of bench/corpus.py: Chinese words drawn with the frequencies of
+jieba's bundled dictionary, English from its small embedded word list; about
+half of the bytes are CJK characters), then builds the same messages into six
+schemas, each in a fresh SQLite file (WAL, one transaction per 5,000 rows, the
+store's pragmas), and times a fixed query mix:
 
   (a) ours      messages + contentless_delete FTS5 over the bigram pre-transform
                 (session_recall.text.tokens.index_body, FTS_TOKENIZE)
@@ -35,8 +36,6 @@ rewritten between its markers; the prose around it is left alone.
 from __future__ import annotations
 
 import argparse
-import importlib.resources
-import itertools
 import math
 import os
 import platform
@@ -60,6 +59,9 @@ import apsw.fts5  # noqa: E402
 from session_recall.text.fold import CJK_CLASS, CJK_RUN, blank_placeholders, fold, match_text  # noqa: E402
 from session_recall.text.tokens import FTS_TOKENIZE, index_body, term_tokens  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus import SMALL_ENGLISH, Pool, TextGen, load_jieba_dict, small_english_weights  # noqa: E402
+
 BATCH = 5000
 DOC_BEGIN = "<!-- measurements: begin (written by bench/storage_choice.py) -->"
 DOC_END = "<!-- measurements: end -->"
@@ -68,37 +70,6 @@ DOC_END = "<!-- measurements: end -->"
 # Corpus
 # ---------------------------------------------------------------------------
 
-# Common English and programming words, roughly most frequent first; sampled
-# with Zipf weights. "function" is one of the query terms.
-ENGLISH = """
-the to of and a in is it you that for this on with be can as are not we if
-will use file have do at or but from so what an your by run test code should
-error need let just one all when i me my there was function would like how
-then now make check add fix which new data here more this only get set also
-into out value type return call first same change they case other line some
-may see no time tests work could update list because build path name using
-its been config output input before after server client request response log
-index query search result results string number true false null default
-option options module import class method object field key table database
-sqlite token tokens parse parser message messages session sessions user
-assistant tool write read open close start stop version install package
-commit branch merge diff patch review comment issue bug feature release
-script command shell terminal process thread memory cache disk network port
-host url api json yaml text bytes offset length size count limit page
-second seconds minute ms fast slow slower faster performance benchmark measure
-memory cpu core loop async await event handler callback queue worker job
-task step plan idea problem solution reason example note warning info debug
-trace stack frame variable constant parameter argument flag env environment
-local remote origin main master upstream docker image container volume mount
-directory folder window screen button click view model schema migration
-row column insert delete select where order group join filter sort match
-python rust go javascript typescript node npm pip cargo crate library
-framework service endpoint route handler middleware auth token secret key
-password hash salt encrypt decrypt sign verify certificate timeout retry
-""".split()
-
-CJK_PUNCT_MID = "，、；："
-CJK_PUNCT_END = "。。。！？"
 QUERY_TERMS = {
     "cjk2": "显示",  # a 2-character CJK term
     "cjk1": "示",  # a 1-character CJK term (prefix query)
@@ -115,47 +86,6 @@ QUERY_LABELS = {
 _CJK_FULL = re.compile(f"[{CJK_CLASS}]+")
 
 
-def load_jieba_dict() -> tuple[list[str], list[int]]:
-    """Words and cumulative frequencies of jieba's bundled dict.txt (CJK-only words)."""
-    try:
-        text = importlib.resources.files("jieba").joinpath("dict.txt").read_text(encoding="utf-8")
-    except ModuleNotFoundError:
-        sys.exit("this benchmark needs jieba (a project dependency): pip install -e .")
-    words: list[str] = []
-    freqs: list[int] = []
-    for line in text.splitlines():
-        parts = line.split(" ")
-        if len(parts) < 2:
-            continue
-        word, freq = parts[0], int(parts[1])
-        if freq > 0 and _CJK_FULL.fullmatch(word):
-            words.append(word)
-            freqs.append(freq)
-    return words, list(itertools.accumulate(freqs))
-
-
-class Pool:
-    """Weighted samples drawn in chunks (random.choices per word is slow)."""
-
-    def __init__(self, rng: random.Random, population: list[str], cum_weights: list[float]):
-        self.rng, self.population, self.cum = rng, population, cum_weights
-        self.buf: list[str] = []
-        self.pos = 0
-
-    def take(self, n: int) -> list[str]:
-        if self.pos + n > len(self.buf):
-            self.buf = self.buf[self.pos :] + self.rng.choices(
-                self.population, cum_weights=self.cum, k=max(n, 1 << 16)
-            )
-            self.pos = 0
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def one(self) -> str:
-        return self.take(1)[0]
-
-
 @dataclass
 class Corpus:
     rows: list[tuple[int, int, str, str, str]]  # (id, session, message_id, role, text)
@@ -169,54 +99,12 @@ class Corpus:
 
 
 def generate_corpus(mb: float, seed: int) -> Corpus:
+    """In-memory messages from bench/corpus.py's text generator, with the small
+    English list this benchmark was published with ("function" is one of its
+    query terms), so the corpus behind docs/storage.md is reproduced exactly."""
     rng = random.Random(seed)
     words, cum = load_jieba_dict()
-    zh = Pool(rng, words, cum)
-    en = Pool(rng, ENGLISH, list(itertools.accumulate(1.0 / (r + 2) for r in range(len(ENGLISH)))))
-
-    def identifier() -> str:
-        parts = en.take(rng.randint(2, 3))
-        style = rng.random()
-        if style < 0.4:
-            return "_".join(parts)
-        if style < 0.7:
-            return "".join(p.capitalize() for p in parts)
-        if style < 0.9:
-            return "/".join(parts) + rng.choice((".py", ".rs", ".md", ".json", ""))
-        return f"{parts[0]}-{rng.randint(0, 9999)}"
-
-    def english_token() -> str:
-        return identifier() if rng.random() < 0.25 else en.one()
-
-    def cjk_sentence() -> str:
-        out: list[str] = []
-        for w in zh.take(rng.randint(4, 24)):
-            r = rng.random()
-            if r < 0.05:  # an English word glued to the Chinese: 这个function
-                out.append(english_token())
-            elif r < 0.10:  # ... or set off by spaces
-                out.append(f" {english_token()} ")
-            elif r < 0.12:
-                out.append(str(rng.randint(0, 500)))
-            out.append(w)
-            if rng.random() < 0.12:
-                out.append(rng.choice(CJK_PUNCT_MID))
-        out.append(rng.choice(CJK_PUNCT_END))
-        return "".join(out)
-
-    def english_sentence() -> str:
-        toks = [english_token() if rng.random() < 0.15 else w for w in en.take(rng.randint(4, 22))]
-        if rng.random() < 0.08:  # a Chinese word inside English prose
-            toks.insert(rng.randrange(len(toks)), zh.one())
-        toks[0] = toks[0].capitalize()
-        return " ".join(toks) + rng.choice("...?:")
-
-    def code_block() -> str:
-        lines = []
-        for _ in range(rng.randint(2, 12)):
-            name, arg, other = identifier(), en.one(), en.one()
-            lines.append(f"    {name}({arg}, {other}={rng.randint(0, 99)})  # {en.one()} {en.one()}")
-        return "```\n" + "\n".join(lines) + "\n```"
+    tg = TextGen(rng, Pool(rng, words, cum), Pool(rng, SMALL_ENGLISH, small_english_weights()))
 
     target = int(mb * 1_000_000)
     rows: list[tuple[int, int, str, str, str]] = []
@@ -234,21 +122,7 @@ def generate_corpus(mb: float, seed: int) -> Corpus:
         # corpus converges on about half CJK by bytes.
         share = cjk / total if total else 0.5
         chinese = rng.random() < min(0.9, max(0.1, 0.5 + (0.5 - share) * 4))
-        parts: list[str] = []
-        n = 0
-        while n < size:
-            r = rng.random()
-            if role == "assistant" and r < 0.04:
-                seg = "\n" + code_block() + "\n"
-            elif chinese:
-                seg = cjk_sentence() if r < 0.88 else " " + english_sentence() + " "
-            else:
-                seg = english_sentence() + " " if r < 0.94 else cjk_sentence()
-            if rng.random() < 0.1:
-                seg += "\n\n"
-            parts.append(seg)
-            n += len(seg.encode("utf-8"))
-        text = "".join(parts).strip()
+        text = tg.body(size, chinese, 0.04 if role == "assistant" else 0.0)
         b = len(text.encode("utf-8"))
         total += b
         cjk += sum(len(run.encode("utf-8")) for run in CJK_RUN.findall(text))
@@ -328,6 +202,33 @@ def bigram_tokenizer(con: apsw.Connection, args: list[str]) -> apsw.Tokenizer:
         return out
 
     return tokenize
+
+
+TRICKY = [
+    "浮窗现在只显示Miso", "简历 模板", "Ｆｕｌｌｗｉｄｔｈ ＡＢＣ１２３", "cafe\u0301 naïve", "a_b-c.d/e",
+    "한국어 텍스트", "カタカナ と ひらがな", "emoji 😀 here 👍🏽", "x\ue123y", "हिन्दी", "ﬁle", "İstanbul",
+    "Straße", "100% C++ a->b", "示", "々〆〇", "𠀀𠀁ab", "١٢٣ digits", "\u0e01\u0e34 thai", "𝐀𝐁 math",
+    "a\U000f0001b", "a\U0001d165b",
+]
+
+
+def check_python_tokenizer(corpus: Corpus, sample: int = 2000) -> int:
+    """(d) must build the very index (a) builds: its document tokens must equal
+    unicode61's tokens of index_body(). Returns how many texts were compared."""
+    from session_recall.text.tokens import FTS_TOKENIZER_ARGS
+
+    conn = apsw.Connection(":memory:")
+    u61 = conn.fts5_tokenizer("unicode61", FTS_TOKENIZER_ARGS)
+    ours = bigram_tokenizer(conn, [])
+    step = max(1, len(corpus.rows) // sample)
+    texts = TRICKY + [r[4] for r in corpus.rows[::step]]
+    for text in texts:
+        want = u61(index_body(text).encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
+                   include_offsets=False, include_colocated=False)
+        got = ours(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+        if list(want) != got:
+            raise SystemExit(f"variant (d) tokenizer differs from unicode61 on index_body for {text[:80]!r}")
+    return len(texts)
 
 
 # ---------------------------------------------------------------------------
@@ -828,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     truth = oracle(corpus)
+    n = check_python_tokenizer(corpus)
+    print(f"  (d)'s tokenizer gives unicode61's tokens of index_body() on {n:,} texts", flush=True)
     variants = [v for v in make_variants() if v.key == "a" or v.key in args.only]
     builds: dict[str, dict] = {v.key: {"seconds": [], "cpu_seconds": []} for v in variants}
     queries: dict[str, QueryResult] = {}

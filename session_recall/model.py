@@ -85,6 +85,9 @@ class MessageEvent(BaseModel):
     text: str
     attachments: list[Attachment] = Field(default_factory=list)
     settled: bool = True
+    # Filled where the line was parsed (indexer.pipeline.prepare): the
+    # redacted text and its index body, so that the writer only writes.
+    prepared: Any = Field(default=None, exclude=True, repr=False)
 
 
 Event = SessionEvent | TitleEvent | MessageEvent

@@ -9,6 +9,7 @@ Secrets are redacted here, before anything is written.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import apsw
 import orjson
@@ -24,6 +25,35 @@ def fts_body(text: str, attachment_names: list[str]) -> str:
     if attachment_names:
         body += "\n" + index_body("\n".join(attachment_names))
     return body
+
+
+@dataclass
+class Prepared:
+    """The redacted text, attachments and FTS5 body of a message, computed
+    where the message was parsed (indexer.pipeline), so that the writer only
+    writes; it redoes the work only for a delta that appends to stored text."""
+
+    text: str
+    secrets: int
+    attachments: str | None  # JSON, names redacted
+    names: list[str]
+    body: str
+
+
+def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
+    text, n = redactor.redact(ev.text)
+    names: list[str] = []
+    atts = None
+    if ev.attachments:
+        items = []
+        for a in ev.attachments:
+            d = a.model_dump()
+            d["name"], k = redactor.redact(a.name)
+            n += k
+            names.append(d["name"])
+            items.append(d)
+        atts = orjson.dumps(items).decode()
+    return Prepared(text, n, atts, names, fts_body(text, names))
 
 
 class Writer:
@@ -101,17 +131,8 @@ class Writer:
                 self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", gone)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
             return
-        names: list[str] = []
-        atts = None
-        if ev.attachments:
-            items = []
-            for a in ev.attachments:
-                d = a.model_dump()
-                d["name"] = self._redact(a.name)
-                names.append(d["name"])
-                items.append(d)
-            atts = orjson.dumps(items).decode()
-        text, n_secrets = self.redactor.redact(ev.text)
+        prep = ev.prepared or prepare(ev, self.redactor)
+        text, atts, names = prep.text, prep.attachments, prep.names
         # Most messages are new: insert first, and look at the existing row
         # only when there is one (one statement fewer per message on a build).
         # (Not RETURNING: interleaved with FTS5 inserts it made a build 3x
@@ -123,10 +144,10 @@ class Writer:
             (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
         )
         if self.conn.changes():
-            self.counts["secrets_redacted"] += n_secrets
+            self.counts["secrets_redacted"] += prep.secrets
             self.counts["messages_added"] += 1
             self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
-                              (self.conn.last_insert_rowid(), fts_body(text, names)))
+                              (self.conn.last_insert_rowid(), prep.body))
             return
         self._next_seq[session] -= 1  # the seq was not used
         rowid, old_settled, old_text, old_file = self.conn.execute(
@@ -145,7 +166,8 @@ class Writer:
             # in place, say), is delivered again from its first delta by this
             # file, so its stream starts over here instead of being appended
             # to itself.
-            self.counts["secrets_redacted"] += n_secrets
+            self.counts["secrets_redacted"] += prep.secrets
+            body = prep.body
         elif old_settled:
             self.skips["delta_after_settle"] += 1
             return
@@ -156,6 +178,7 @@ class Writer:
                 prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
+            body = fts_body(text, names)
         self.conn.execute(
             "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ? "
             "WHERE id = ?",
@@ -163,7 +186,7 @@ class Writer:
         )
         self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1
-        self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(text, names)))
+        self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
 
     def _seq(self, session: int) -> int:
         nxt = self._next_seq.get(session)

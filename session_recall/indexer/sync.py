@@ -11,6 +11,7 @@ last committed offset.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
 import os
 import time
@@ -26,8 +27,9 @@ from ..store import Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
 from . import files as F
+from . import pipeline as P
 from .ingest import Writer, fts_body
-from .sources import Skip, detect_kind, kinds
+from .sources import detect_kind
 
 KINDS = ("auto", "canonical", "claude-code", "codex")
 BATCH_LINES = 20_000
@@ -59,6 +61,18 @@ class SyncReport:
 Progress = Callable[[str, int, int], None]  # (path, bytes done in this file, bytes of this file)
 
 
+@dataclass
+class ReadJob:
+    """A file to read from `offset`, decided before any of it is read."""
+
+    fid: int
+    kind: str
+    path: str
+    offset: int
+    state: dict
+    st: os.stat_result
+
+
 class Syncer:
     def __init__(self, store: Store, *, progress: Progress | None = None,
                  batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES):
@@ -72,6 +86,7 @@ class Syncer:
         self.report = SyncReport()
         self.skipped: Counter[str] = Counter()
         self.stop_requested = False
+        self.parallel = True  # a worker process for large passes (pipeline.py)
 
     # --- entry points -----------------------------------------------------------
 
@@ -215,10 +230,12 @@ class Syncer:
                     )
             self.report.files_missing += len(gone)
         n_files = 0
+        jobs: list[ReadJob] = []
         for real in found_real:
             if self.stop_requested:
                 break
-            n_files += self._sync_file(source_id, kind, real, problems)
+            n_files += self._sync_file(source_id, kind, real, problems, jobs)
+        self._read_jobs(jobs, problems)
         self.skipped.update(problems)
         with self.store.atomic():
             self.conn.execute("UPDATE sources SET last_indexed_at = ? WHERE id = ?", (utcnow(), source_id))
@@ -232,8 +249,10 @@ class Syncer:
 
     # --- one file ---------------------------------------------------------------
 
-    def _sync_file(self, source_id: int, source_kind: str, path: str, problems: Counter[str]) -> int:
-        """Bring one file level; return 1 if it is a log of a known kind, else 0."""
+    def _sync_file(self, source_id: int, source_kind: str, path: str, problems: Counter[str],
+                   jobs: list[ReadJob] | None = None) -> int:
+        """Bring one file level (or, given `jobs`, queue what is to be read);
+        return 1 if it is a log of a known kind, else 0."""
         try:
             st = os.stat(path)
             row = self.conn.execute(
@@ -272,7 +291,11 @@ class Syncer:
             elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
                 self._reset(fid, prefix=None)
                 offset, state = 0, None
-            self._read(fid, kind, path, offset, orjson.loads(state) if state else {}, st)
+            job = ReadJob(fid, kind, path, offset, orjson.loads(state) if state else {}, st)
+            if jobs is None:
+                self._read_jobs([job], problems)
+            else:
+                jobs.append(job)
             return 1
         except PermissionError:
             problems["unreadable_file"] += 1
@@ -306,92 +329,108 @@ class Syncer:
         self.writer.forget()
         self.report.files_reset += 1
 
-    def _read(self, fid: int, kind: str, path: str, offset: int, state: dict, st: os.stat_result) -> None:
-        parser = kinds()[kind](path, state)
-        zst = F.is_zst(path)
-        events: list = []
-        skips: Counter[str] = Counter()
-        batch_start = offset
-        end = offset
-        n_lines = 0
-        total = st.st_size
+    def _read_jobs(self, jobs: list[ReadJob], problems: Counter[str]) -> None:
+        """Read the files of a pass: in this process, or, when there is much to
+        read, with a worker process making the batches (pipeline.py) while this
+        one commits them, one range ahead."""
+        todo = sum(max(0, j.st.st_size - j.offset) for j in jobs)
+        if todo < P.WORKER_MIN_BYTES or not self.parallel:
+            for job in jobs:
+                if self.stop_requested:
+                    return
+                with self._file_errors(problems):
+                    for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
+                                           batch_lines=self.batch_lines, batch_bytes=self.batch_bytes):
+                        self._commit(job, batch)
+                        if self.stop_requested:
+                            return
+                    self._finish(job)
+            return
+        key = self.redactor.key
 
-        def commit() -> None:
-            nonlocal batch_start, n_lines
-            self.store.begin_group()
-            with self.store.atomic():
-                try:
-                    self.writer.apply(kind, fid, events)
-                except BaseException:
-                    self.writer.forget()
-                    raise
-                skips.update(self.writer.skips)
-                self.writer.skips.clear()
-                if zst:
-                    self.conn.execute("UPDATE files SET offset = ?, state = ? WHERE id = ?",
-                                      (end, orjson.dumps(parser.state).decode(), fid))
-                else:
-                    self.conn.execute(
-                        "UPDATE files SET offset = ?, state = ?, prefix_hash = ? WHERE id = ?",
-                        (end, orjson.dumps(parser.state).decode(), F.prefix_hash(path, end), fid),
-                    )
-                for reason, n in skips.items():
-                    self.conn.execute(
-                        "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
-                        "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
-                        (fid, reason, n),
-                    )
-            self.skipped.update(skips)
-            self._batch_done(n_lines, end - batch_start)
-            self.report.bytes_read += end - batch_start
-            self.report.lines += n_lines
-            events.clear()
-            skips.clear()
-            batch_start = end
-            n_lines = 0
-            if self.progress:
-                self.progress(path, end, total)
+        def submit(job: ReadJob, offset: int, state: dict) -> cf.Future:
+            span = float("inf") if F.is_zst(job.path) else P.RANGE_BYTES  # a .zst cannot seek
+            return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
+                               self.batch_lines, self.batch_bytes, span)
 
-        # The hot loop. Most lines are noise: the test of Parser.is_noise is
-        # inlined for lines without surrounding white space, and noise is
-        # counted in a local, so such a line costs a split, a few byte
-        # comparisons and one regex search in C.
-        indexed_types = parser.indexed_types.search
-        feed = parser.feed
-        noise = 0
-        batch_lines, batch_bytes = self.batch_lines, self.batch_bytes
-        for block in F.read_blocks(path, offset):
-            lines = block.split(b"\n")
-            lines.pop()  # the empty piece after the block's last newline
-            for line in lines:
-                end += len(line) + 1
-                n_lines += 1
-                if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
-                        and indexed_types(line) is None):
-                    noise += 1
+        pending = iter(jobs)
+        with P.worker_pool() as pool:
+            job = next(pending, None)
+            future = submit(job, job.offset, job.state) if job else None
+            while job is not None and not self.stop_requested:
+                out: list[P.Batch] = []
+                done, failed = True, True
+                with self._file_errors(problems):
+                    out, done = future.result()
+                    failed = False
+                # Keep the worker busy while this process commits: the next
+                # range of this file, or else the next file.
+                if not done and not failed:
+                    following = job
+                    future = submit(job, out[-1].end, out[-1].state)
                 else:
-                    try:
-                        events.extend(feed(line))
-                    except Skip as s:
-                        skips[s.reason] += 1
-                    if parser.notes:
-                        skips.update(parser.notes)
-                        parser.notes.clear()
-                if n_lines >= batch_lines or end - batch_start >= batch_bytes:
-                    if noise:
-                        skips["noise"] += noise
-                        noise = 0
-                    commit()
+                    following = next(pending, None)
+                    future = submit(following, following.offset, following.state) if following else None
+                for batch in out:
+                    self._commit(job, batch)
                     if self.stop_requested:
-                        return
-        if noise:
-            skips["noise"] += noise
-        if end != batch_start or events or skips:
-            commit()
+                        break
+                if done and not failed and not self.stop_requested:
+                    self._finish(job)
+                job = following
+            pool.shutdown(cancel_futures=True)
+
+    @contextlib.contextmanager
+    def _file_errors(self, problems: Counter[str]):
+        """A file that cannot be read is counted, and the pass goes on."""
+        try:
+            yield
+        except PermissionError:
+            problems["unreadable_file"] += 1
+        except FileNotFoundError:
+            problems["vanished_file"] += 1  # deleted between listing and reading
+        except zstandard.ZstdError:
+            problems["corrupt_zst"] += 1
+
+    def _commit(self, job: ReadJob, batch: P.Batch) -> None:
+        """One batch, one transaction (or savepoint of the open group): its
+        messages, its skip counts, the offset and parser state after it."""
+        self.store.begin_group()
+        skips = batch.skips
+        with self.store.atomic():
+            try:
+                self.writer.apply(job.kind, job.fid, batch.events)
+            except BaseException:
+                self.writer.forget()
+                raise
+            skips.update(self.writer.skips)
+            self.writer.skips.clear()
+            state = orjson.dumps(batch.state).decode()
+            if F.is_zst(job.path):
+                self.conn.execute("UPDATE files SET offset = ?, state = ? WHERE id = ?", (batch.end, state, job.fid))
+            else:
+                self.conn.execute("UPDATE files SET offset = ?, state = ?, prefix_hash = ? WHERE id = ?",
+                                  (batch.end, state, F.prefix_hash(job.path, batch.end), job.fid))
+            for reason, n in skips.items():
+                self.conn.execute(
+                    "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
+                    "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
+                    (job.fid, reason, n),
+                )
+        self.skipped.update(skips)
+        self._batch_done(batch.lines, batch.nbytes)
+        self.report.bytes_read += batch.nbytes
+        self.report.lines += batch.lines
+        if self.progress:
+            self.progress(job.path, batch.end, job.st.st_size)
+
+    def _finish(self, job: ReadJob) -> None:
+        """The file was read to its last complete line: remember what it was."""
+        st = job.st
         with self.store.atomic():
             self.conn.execute(
                 "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
-                (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, utcnow(), fid),
+                (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino, utcnow(), job.fid),
             )
         self.report.files_read += 1
 

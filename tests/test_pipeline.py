@@ -1,0 +1,103 @@
+"""A pass that reads through the worker process (pipeline.py) builds exactly
+the index that a pass in one process builds: same messages, offsets, parser
+states and skip counts, whatever the range size."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from session_recall import Index
+from session_recall.indexer import pipeline
+
+
+def _write_logs(root: Path, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    words = "font serif deploy 字体 简历 模板 浮窗 显示 bug fix sk-ant-abcdefghijklmnopqrstu price->round 100%".split()
+    for f in range(6):
+        sid = f"s{f}"
+        lines = [{"type": "session", "session_id": sid, "cwd": f"/p/{f % 2}", "started_at": "2026-01-01T00:00:00Z"}]
+        for i in range(400):
+            r = rng.random()
+            if r < 0.6:
+                lines.append({"type": "progress", "session_id": sid, "data": " ".join(rng.choices(words, k=30))})
+            elif r < 0.7:
+                mid = f"d{i}"
+                for part in range(3):
+                    lines.append({"type": "message_delta", "session_id": sid, "message_id": mid, "turn_id": "t",
+                                  "role": "assistant", "ts": "2026-01-01T00:00:01Z",
+                                  "text": " ".join(rng.choices(words, k=5))})
+                if rng.random() < 0.5:
+                    lines.append({"type": "message", "session_id": sid, "message_id": mid, "turn_id": "t",
+                                  "role": "assistant", "ts": "2026-01-01T00:00:02Z", "text": "settled " + mid})
+            else:
+                lines.append({"type": "message", "session_id": sid, "message_id": f"m{i}", "turn_id": f"t{i // 7}",
+                              "role": rng.choice(["user", "assistant", "tool_result"]), "ts": f"2026-01-01T00:{i % 60:02d}:00Z",
+                              "text": " ".join(rng.choices(words, k=rng.randint(1, 60)))})
+        data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines) + "[1, 2]\n{broken\n"
+        if f == 5:
+            (root / f"{sid}.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(data.encode()))
+        else:
+            (root / f"{sid}.jsonl").write_text(data, encoding="utf-8")
+    (root / "corrupt.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd garbage")
+
+
+def _snapshot(ix: Index) -> dict:
+    """What must be equal; a placeholder's keyed hash differs between two
+    databases (each has its own key), so only its kind is compared."""
+    c = ix.store.conn
+    unkey = re.compile("(\ue000[a-z_]+):[0-9a-f]{8}\ue001")
+    return {
+        "messages": sorted((*row[:5], unkey.sub(r"\1", row[5]), row[6]) for row in c.execute(
+            "SELECT s.session_id, m.message_id, m.turn_id, m.seq, m.role, m.text, m.settled "
+            "FROM messages m JOIN sessions s ON s.id = m.session")),
+        "files": sorted(c.execute("SELECT path, offset, state, prefix_hash, size FROM files")),
+        "status": {k: v for k, v in ix.status().items() if k in ("sessions", "messages", "skipped")},
+        "fts": sorted(c.execute("SELECT rowid FROM message_fts")),
+    }
+
+
+@pytest.mark.parametrize("range_bytes", [4096, 65536, 1 << 30])
+def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, range_bytes: int):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_logs(logs)
+    with Index.open(tmp_path / "one.db") as ix:
+        monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
+        ix.sync([str(logs)])
+        expected = _snapshot(ix)
+    monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "RANGE_BYTES", range_bytes)
+    with Index.open(tmp_path / "two.db") as ix:
+        report = ix.sync([str(logs)])
+        got = _snapshot(ix)
+        assert report.skipped.get("corrupt_zst") == 1
+        assert ix.search("字体", limit=10**6) and not ix.search("abcdefghijklmnopqrstu", limit=10)
+    assert got == expected
+    assert expected["status"]["messages"] > 500
+
+
+def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path, monkeypatch):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_logs(logs)
+    monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "RANGE_BYTES", 8192)
+    with Index.open(tmp_path / "r.db") as ix:
+        ix.sync([str(logs)])
+        before = ix.status()["messages"]
+        line = {"type": "message", "session_id": "s0", "message_id": "late", "turn_id": "t", "role": "user",
+                "ts": "2026-02-01T00:00:00Z", "text": "zanzibar appended"}
+        with open(logs / "s0.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line) + "\n")
+        report = ix.sync([str(logs)])
+        assert report.messages_added == 1 and report.bytes_read == len(json.dumps(line)) + 1
+        assert ix.status()["messages"] == before + 1
+        assert [m.message_id for m, _ in ix.search("zanzibar")] == ["late"]
+    assert os.path.exists(tmp_path / "r.db")
