@@ -1,0 +1,77 @@
+"""Settings: a TOML file, overridden by RECALL_* environment variables; a bad
+file stops with a message that names the key and what it allows."""
+
+from __future__ import annotations
+
+import pytest
+
+from session_recall.config import ConfigError, load_settings
+
+
+@pytest.fixture
+def config(tmp_path, isolated_settings):
+    path = tmp_path / "config.toml"
+
+    def write(text: str):
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def test_every_key_is_read_from_the_file(config):
+    s = load_settings(config("""
+all_projects = "confirm"
+allow_cwds = ["~/work"]
+deny_cwds = ["~/work/secret"]
+pinned_cwds = ["~/work/main"]
+recency_half_life_days = 30
+redaction = "hash"
+default_limit = 7
+max_limit = 40
+scan_budget_sessions = 50
+first_use_budget_s = 2.5
+
+[[sources]]
+path = "~/sessions"
+kind = "canonical"
+"""))
+    assert (s.all_projects, s.redaction, s.default_limit, s.max_limit) == ("confirm", "hash", 7, 40)
+    assert (s.allow_cwds, s.deny_cwds, s.pinned_cwds) == (["~/work"], ["~/work/secret"], ["~/work/main"])
+    assert (s.recency_half_life_days, s.scan_budget_sessions, s.first_use_budget_s) == (30, 50, 2.5)
+    assert [(src.path, src.kind) for src in s.sources] == [("~/sessions", "canonical")]
+
+
+def test_the_environment_overrides_the_file(config, monkeypatch):
+    path = config('all_projects = "deny"\nredaction = "hash"\n')
+    monkeypatch.setenv("RECALL_ALL_PROJECTS", "allow")
+    s = load_settings(path)
+    assert (s.all_projects, s.redaction) == ("allow", "hash")
+
+
+@pytest.mark.parametrize("text, names", [
+    ('all_projects = "maybe"\n', ["all_projects", "'allow', 'deny' or 'confirm'", "maybe"]),
+    ('redaction = "blur"\n', ["redaction", "'mask' or 'hash'", "blur"]),
+    ("default_limit = 0\n", ["default_limit", "greater than or equal to 1"]),
+    ("bogus = 1\n", ["bogus", "unknown key", "all_projects"]),
+    ('[[sources]]\npath = "x"\nkind = "vim"\n', ["sources.0.kind", "claude-code", "vim"]),
+    ("all_projects = \n", ["not valid TOML"]),
+])
+def test_a_bad_file_names_the_key_and_the_allowed_values(config, text, names):
+    with pytest.raises(ConfigError) as err:
+        load_settings(config(text))
+    for name in names:
+        assert name in str(err.value)
+
+
+def test_a_missing_file_named_explicitly_is_an_error(tmp_path, isolated_settings):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "nope.toml")
+
+
+def test_the_cli_stops_on_a_bad_config_with_the_message(config, run_recall):
+    path = config('all_projects = "maybe"\n')
+    out = run_recall("--config", path, "status")
+    assert out.returncode != 0
+    assert "all_projects" in out.stderr and "confirm" in out.stderr
+    assert "Traceback" not in out.stderr
