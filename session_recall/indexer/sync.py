@@ -253,7 +253,7 @@ class Syncer:
                    jobs: list[ReadJob] | None = None) -> int:
         """Bring one file level (or, given `jobs`, queue what is to be read);
         return 1 if it is a log of a known kind, else 0."""
-        try:
+        with self._file_errors(problems):
             st = os.stat(path)
             row = self.conn.execute(
                 "SELECT id, kind, size, mtime_ns, dev, ino, offset, prefix_hash, state, missing "
@@ -297,12 +297,6 @@ class Syncer:
             else:
                 jobs.append(job)
             return 1
-        except PermissionError:
-            problems["unreadable_file"] += 1
-        except FileNotFoundError:
-            problems["vanished_file"] += 1  # deleted between listing and reading
-        except zstandard.ZstdError:
-            problems["corrupt_zst"] += 1
         return 0
 
     def _detect(self, path: str) -> str | None:

@@ -115,6 +115,19 @@ class Parser:
 
     @classmethod
     def detect(cls, first_lines: list[bytes]) -> bool:
+        """Whether a file whose first lines these are is of this kind."""
+        for line in first_lines:
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and cls.recognizes(obj):
+                return True
+        return False
+
+    @classmethod
+    def recognizes(cls, obj: dict) -> bool:
+        """A line that only this kind writes."""
         raise NotImplementedError
 
 

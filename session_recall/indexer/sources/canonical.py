@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import orjson
 from pydantic import ValidationError
 
 from ...model import Attachment, MessageEvent, MessageLine, SessionEvent, SessionLine, TitleEvent, TitleLine
@@ -40,15 +39,8 @@ class CanonicalParser(Parser):
     indexed_types = _INDEXED_TYPES
 
     @classmethod
-    def detect(cls, first_lines: list[bytes]) -> bool:
-        for line in first_lines:
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and obj.get("type") == "session" and "session_id" in obj:
-                return True
-        return False
+    def recognizes(cls, obj: dict) -> bool:
+        return obj.get("type") == "session" and "session_id" in obj
 
     def parse(self, obj: dict, raw: bytes):
         kind = obj["type"]

@@ -24,7 +24,6 @@ import hashlib
 import re
 from pathlib import PurePath
 
-import orjson
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project
@@ -66,19 +65,12 @@ class ClaudeCodeParser(Parser):
         self.subagent = p.name.startswith("agent-") or (len(p.parts) >= 2 and p.parts[-2] == "subagents")
 
     @classmethod
-    def detect(cls, first_lines: list[bytes]) -> bool:
-        for line in first_lines:
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(obj, dict) or obj.get("type") not in _OWN_TYPES:
-                continue
-            if obj["type"] in ("user", "assistant") and isinstance(obj.get("message"), dict):
-                return True
-            if any(k in obj for k in _OWN_KEYS):
-                return True
-        return False
+    def recognizes(cls, obj: dict) -> bool:
+        if obj.get("type") not in _OWN_TYPES:
+            return False
+        if obj["type"] in ("user", "assistant") and isinstance(obj.get("message"), dict):
+            return True
+        return any(k in obj for k in _OWN_KEYS)
 
     # --- lines ------------------------------------------------------------------
 

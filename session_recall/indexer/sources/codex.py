@@ -94,15 +94,8 @@ class CodexParser(Parser):
     indexed_types = _INDEXED_TYPES
 
     @classmethod
-    def detect(cls, first_lines: list[bytes]) -> bool:
-        for line in first_lines:
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and obj.get("type") in _LINE_TYPES and isinstance(obj.get("payload"), dict):
-                return True
-        return False
+    def recognizes(cls, obj: dict) -> bool:
+        return obj.get("type") in _LINE_TYPES and isinstance(obj.get("payload"), dict)
 
     # --- lines ------------------------------------------------------------------
 
