@@ -30,7 +30,7 @@ import orjson
 
 from ..config import Settings
 from ..model import Diagnostics, Envelope, Result
-from ..text.fold import HAS_CJK, match_text
+from ..text.fold import HAS_CJK, match_text, replace_lone_surrogates
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
@@ -49,6 +49,18 @@ ROLE_WEIGHT = {"user": 1.0, "assistant": 1.0, "tool_call": 0.8, "tool_result": 0
 # Verified hits examined at most per query before the quota's second pass
 # fills what is left (a common word can have millions of candidates).
 CANDIDATE_BUDGET = 5000
+# --- knobs under test (bench/quality) ---
+QUESTION_RANK = "weighted"  # "count": most keywords first, then bm25 (the first version)
+COVERAGE_POWER = 1.0
+TITLE_WEIGHT = 0.0
+QUOTA = lambda limit: math.ceil(limit / 3)  # noqa: E731
+# Partial matches (no message has every term) are looked for only in queries
+# of at most this many terms: each candidate of the ORed terms is checked for
+# every term, and a pasted 100 KB query of thousands of terms would take minutes.
+PARTIAL_MAX_TERMS = 32
+# Keywords are taken from at most this many characters of a question: a
+# question is a sentence or two, and segmenting a pasted 100 KB one takes seconds.
+QUESTION_MAX_CHARS = 1000
 # A hint quotes the query's terms in at most this many characters.
 HINT_TERMS_CHARS = 200
 
@@ -202,7 +214,12 @@ class Engine:
             fields = [match_text(text)]
             if atts:
                 fields += [match_text(a["name"]) for a in orjson.loads(atts)]
-            matched = [t for t in folded if any(occurs(t, f) for f in fields)]
+            matched = []
+            for t in folded:
+                if any(occurs(t, f) for f in fields):
+                    matched.append(t)
+                elif need_all:  # one missing term decides: a long query costs no more than it must
+                    break
             if (len(matched) == len(folded)) if need_all else matched:
                 yield Hit(rowid, session, turn, -score, ts, matched)
 
@@ -233,7 +250,7 @@ class Engine:
         """Collapse hits by turn, keep at most ceil(limit/3) passages per
         session in a first pass, fill unused slots from the rest. Returns the
         first `need` passages in final order and whether more exist."""
-        quota = math.ceil(limit / 3)
+        quota = max(1, min(math.ceil(limit / 3), QUOTA(limit)))
         seen_turns: set[tuple[int, str]] = set()
         per_session: Counter[int] = Counter()
         first: list[Hit] = []
@@ -280,7 +297,7 @@ class Engine:
     def refusal(self, query: str, question: str | None, t0: float | None = None) -> Envelope | None:
         """The refusal of a credential-shaped query or question, else None.
         Reads no session, message or index row (callers ask it first)."""
-        for text in (query or "", question or ""):
+        for text in (_clean(query) or "", _clean(question) or ""):
             kind = find_secret(text)
             if kind:
                 return self._envelope(
@@ -296,7 +313,8 @@ class Engine:
                confirm: Confirm | None = None) -> Envelope:
         t0 = time.perf_counter()
         self._now = time.time()
-        query = query or ""
+        query, question, cwd, session_id, cursor, caller_session = map(
+            _clean, (query or "", question, cwd, session_id, cursor, caller_session))
         # 1. a credential-shaped query is refused before any corpus is touched
         refused = self.refusal(query, question, t0)
         if refused is not None:
@@ -304,13 +322,18 @@ class Engine:
         limit = max(1, min(limit or self.settings.default_limit, self.settings.max_limit))
         terms = self.retriever.parse(query)
         kw_terms: list[Term] = []
+        kw_group: dict[str, int] = {}  # folded keyword or variant -> its group
         if question:
-            from .keywords import keywords
+            from .keywords import keyword_groups
 
-            for kw in keywords(question):
-                folded = match_text(kw).strip()
-                if folded and folded not in {t.folded for t in terms}:
-                    kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
+            have = {t.folded for t in terms}
+            for gi, group in enumerate(keyword_groups(question[:QUESTION_MAX_CHARS])):
+                for kw in group:
+                    folded = match_text(kw).strip()
+                    if folded and folded not in have:
+                        have.add(folded)
+                        kw_group[folded] = gi
+                        kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
         term_names = [t.folded for t in terms + kw_terms]
         if not terms and not kw_terms:
             return self._envelope(t0, query, question, "empty_query",
@@ -351,6 +374,9 @@ class Engine:
             offset = cur["o"]
         # 4. retrieve and select
         run = Run()
+        if question and len(question) > QUESTION_MAX_CHARS:
+            run.gaps["question"] = (f"keywords were taken from the question's first {QUESTION_MAX_CHARS} "
+                                    f"characters (of {len(question)})")
         need = offset + limit
         partial = False
         if terms and kw_terms:
@@ -359,9 +385,15 @@ class Engine:
             hits = self._hits(terms, scope, run)
         else:
             # question only: a message with more of the keywords comes first
-            hits = self._by_coverage(self._hits(kw_terms, scope, run, any_term=True))
+            if QUESTION_RANK == "count":
+                hits = self._by_coverage(self._hits(kw_terms, scope, run, any_term=True))
+            else:
+                hits = self._by_question(self._hits(kw_terms, scope, run, any_term=True), kw_terms, kw_group, run)
         selected, more = self._select(hits, limit, need)
-        if not selected and len(terms) >= 2 and not kw_terms:
+        if not selected and len(terms) > PARTIAL_MAX_TERMS and not kw_terms:
+            run.gaps["partial"] = (f"no message contains all {len(terms)} terms; partial matches are looked for "
+                                   f"only in queries of at most {PARTIAL_MAX_TERMS} terms")
+        elif not selected and len(terms) >= 2 and not kw_terms:
             partial_run = Run()
             ranked = self._by_coverage(self._hits(terms, scope, partial_run, any_term=True))
             selected, more = self._select(ranked, limit, need)
@@ -434,6 +466,46 @@ class Engine:
             pool.append(hit)
         return self._by_coverage(iter(pool))
 
+    def _group_idf(self, kw_terms: list[Term], kw_group: dict[str, int]) -> dict[int, float]:
+        """idf of each keyword group over the whole index (not the scope):
+        ln(1 + (N - n + 0.5) / (n + 0.5)), n the messages holding any of its
+        variants, N approximated by the highest message row id."""
+        n_all = self.conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        phrases: dict[int, list[str]] = {}
+        for t in kw_terms:
+            if t.tokens.tokens:
+                phrases.setdefault(kw_group[t.folded], []).append(fts_phrase(t.tokens))
+        idf = {}
+        for g in set(kw_group.values()):
+            n = self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
+                                  (" OR ".join(phrases[g]),)).fetchone()[0] if g in phrases else 0
+            idf[g] = math.log(1 + (n_all - n + 0.5) / (n + 0.5))
+        return idf
+
+    def _by_question(self, hits, kw_terms: list[Term], kw_group: dict[str, int], run: Run):
+        """Question mode: bm25 (weighted, with the configured re-ranks) times
+        the share of the question's keyword weight (idf) a message covers, to
+        the power COVERAGE_POWER, times a title boost."""
+        pool = list(itertools.islice(hits, CANDIDATE_BUDGET))
+        if not pool:
+            return iter(pool)
+        idf = self._group_idf(kw_terms, kw_group)
+        total = sum(idf.values()) or 1.0
+        rows = self.conn.execute("SELECT id, cwd, title FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
+                                 (orjson.dumps(sorted({h.session for h in pool})).decode(),)).fetchall()
+        pinned = {sid for sid, cwd, _ in rows if self.settings.pinned_cwds and self._pinned(cwd)}
+        title_cov: dict[int, float] = {}
+        if TITLE_WEIGHT:
+            for sid, _cwd, title in rows:
+                tt = match_text(title or "")
+                got = {kw_group[t.folded] for t in kw_terms if tt and occurs(t.folded, tt)}
+                title_cov[sid] = sum(idf[g] for g in got) / total
+        for h in pool:
+            cov = sum(idf[g] for g in {kw_group[m] for m in h.matched if m in kw_group}) / total
+            h.score = h.score * cov ** COVERAGE_POWER * (1 + TITLE_WEIGHT * title_cov.get(h.session, 0.0))
+        pool.sort(key=lambda h: (h.session not in pinned, -h.score, _neg(h.ts), -h.rowid))
+        return iter(pool)
+
     def _by_coverage(self, hits):
         """At most CANDIDATE_BUDGET hits, those matching more terms first, then
         by rank: pinned cwds first (when configured), score, newer, id."""
@@ -468,6 +540,7 @@ class Engine:
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
                     caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
         t0 = time.perf_counter()
+        anchor, cwd, caller_session = map(_clean, (anchor, cwd, caller_session))
         parsed = P.parse_anchor(anchor)
         if parsed is None:
             return self._envelope(t0, anchor, None, "unknown_anchor",
@@ -491,6 +564,12 @@ class Engine:
         run = Run(engine="none")
         return self._envelope(t0, anchor, None, "ok", f"The turn around this anchor, {len(passage.messages)} messages.",
                               run, results=[result], redacted=rend.redacted)
+
+
+def _clean(value: str | None) -> str | None:
+    """A caller's string as the index reads text: lone surrogates (which no
+    envelope could encode) become U+FFFD, as they did in the logs."""
+    return replace_lone_surrogates(value) if isinstance(value, str) else value
 
 
 def _quoted(values: list[str], sep: str) -> str:

@@ -14,13 +14,20 @@ from functools import lru_cache
 from typing import Literal
 
 from ..config import Settings
+from ..text.fold import replace_lone_surrogates
 
 
 @lru_cache(maxsize=4096)
 def resolve(path: str) -> str:
     """Absolute, with `..`, `.`, doubled and trailing slashes and symlinks resolved
-    (as far as the path exists on this machine)."""
-    return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
+    (as far as the path exists on this machine). A path no file system can hold
+    (one with a NUL character) is only normalised: it names no directory, so
+    it covers only paths spelled under it."""
+    try:
+        return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
+    except ValueError:  # embedded NUL
+        norm = os.path.normpath(os.path.abspath(path))
+        return norm if "\x00" in norm else os.path.realpath(norm)
 
 
 def session_path(cwd: str) -> str | None:
@@ -85,7 +92,9 @@ class Verdict:
 def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None, all_projects: bool,
                  confirm: Confirm | None = None) -> Verdict:
     """The scope a query runs in, or a refusal with a hint (fail closed)."""
-    root = resolve(cwd or os.getcwd())
+    # Lone surrogates (a non-UTF-8 name from argv, say) are read as U+FFFD, as
+    # the indexer read the cwds recorded in logs.
+    root = resolve(replace_lone_surrogates(cwd or os.getcwd()))
     if not all_projects:
         return Verdict(Scope("project", root, session_id))
     policy = settings.all_projects

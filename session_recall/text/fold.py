@@ -60,6 +60,17 @@ def blank_placeholders(text: str) -> str:
     return PLACEHOLDER.sub(" ", text)
 
 
+# In a str, a lone surrogate (from a JSON escape, or from bytes that were not
+# UTF-8 decoded with surrogateescape, as argv is) is not text: it cannot be
+# encoded or stored. The indexer reads each as U+FFFD; so does the query side.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, as the indexer reads logs."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def match_text(text: str) -> str:
     """The string the match predicate reads for one stored field."""
     return _WS.sub(" ", fold(blank_placeholders(text)))

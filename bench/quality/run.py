@@ -1,0 +1,213 @@
+"""Recall quality on labelled data: session-recall against three baselines.
+
+    python bench/quality/run.py [--set cmrc|cranfield|mixed|all] [--limit-questions N] [--json OUT]
+
+For each set (bench/quality/datasets.py says how each is built): write the
+sessions as canonical logs into a temporary folder, index them through the
+normal pipeline (``Index.open(db).sync([folder])``), then ask every question
+the way an agent does, ``Index.recall(query="", question=..., all_projects=True,
+limit=10)``, and the baselines (bench/quality/baselines.py) on the same
+messages. Reported per system:
+
+- session level: hit@1, hit@5 and MRR (of the first result, counted in result
+  positions, whose session is a gold session; 0 when none is in the 10);
+- message level: the same for the first result whose anchor (the matched
+  message) is a gold message; for graded sets also nDCG@10 over the anchors
+  (gain 5 - Cranfield code, so a "complete answer" gains 4);
+- latency: median and 95th percentile wall time of one question, ms.
+
+The data are read from ``../shared/data`` beside the project root; when they
+are absent the run says so and exits with status 0 (nothing to measure) unless
+--require-data is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
+
+import datasets as D  # noqa: E402
+from baselines import Baselines  # noqa: E402
+
+from session_recall import Index  # noqa: E402
+from session_recall.query import engine as E  # noqa: E402
+from session_recall.query import keywords as K  # noqa: E402
+
+LIMIT = 10
+SYSTEMS = ("ours", "unicode61", "bigram", "scan")
+
+
+def ranks(ranked: list[tuple[str, str]], q: D.Question) -> tuple[int | None, int | None]:
+    """1-based positions of the first gold session and the first gold message."""
+    rs = next((i for i, (s, _) in enumerate(ranked, 1) if s in q.gold_sessions), None)
+    rm = next((i for i, (_, m) in enumerate(ranked, 1) if m in q.gold_messages), None)
+    return rs, rm
+
+
+def ndcg(ranked: list[tuple[str, str]], q: D.Question, k: int = LIMIT) -> float:
+    seen: set[str] = set()
+    dcg = 0.0
+    for i, (_, m) in enumerate(ranked[:k], 1):
+        if m in seen:
+            continue
+        seen.add(m)
+        dcg += (2 ** q.grades.get(m, 0) - 1) / math.log2(i + 1)
+    ideal = sorted(q.grades.values(), reverse=True)[:k]
+    idcg = sum((2 ** g - 1) / math.log2(i + 1) for i, g in enumerate(ideal, 1))
+    return dcg / idcg if idcg else 0.0
+
+
+def summarize(rows: list[dict]) -> dict:
+    n = len(rows)
+    out: dict = {"questions": n}
+    for level in ("session", "message"):
+        rk = [r[level] for r in rows]
+        out[level] = {
+            "hit@1": sum(1 for x in rk if x == 1) / n,
+            "hit@5": sum(1 for x in rk if x is not None and x <= 5) / n,
+            "mrr": sum(1 / x for x in rk if x is not None) / n,
+        }
+    graded_rows = [r["ndcg"] for r in rows if r.get("ndcg") is not None]
+    if graded_rows:  # over the questions that have grades (in mixed: the Cranfield half)
+        out["message"]["ndcg@10"] = statistics.fmean(graded_rows)
+    lat = sorted(r["ms"] for r in rows)
+    out["latency_ms"] = {"median": statistics.median(lat), "p95": lat[min(n - 1, int(0.95 * n))]}
+    return out
+
+
+def ours(ix: Index, question: str) -> list[tuple[str, str]]:
+    env = ix.recall(query="", question=question, all_projects=True, limit=LIMIT)
+    out = []
+    for r in env.results:
+        anchor = next((m.message_id for m in r.passage.messages if m.is_anchor), "")
+        out.append((r.session_id, anchor))
+    return out
+
+
+def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], workdir: Path,
+            verbose: bool) -> dict:
+    ds = D.SETS[name]()
+    questions = ds.questions[:limit_questions] if limit_questions else ds.questions
+    logs = workdir / name / "logs"
+    db = workdir / name / "recall.db"
+    n_messages = ds.write_logs(logs)
+    config = workdir / "empty.toml"  # the defaults, whatever the user's own config says
+    config.write_text("")
+    t0 = time.perf_counter()
+    ix = Index.open(db, config=config)
+    ix.sync([str(logs)], kind="canonical")
+    index_s = time.perf_counter() - t0
+    indexed = ix.status()["messages"]
+    if indexed != n_messages:
+        raise SystemExit(f"{name}: wrote {n_messages} messages but the index holds {indexed}")
+    base = Baselines(ix.store.conn)
+    graded = any(q.grades for q in questions)
+    per_system: dict[str, list[dict]] = {s: [] for s in systems}
+    misses: list[dict] = []
+    for q in questions:
+        for system in systems:
+            t = time.perf_counter()
+            ranked = ours(ix, q.text) if system == "ours" else getattr(base, system)(q.text, LIMIT)
+            ms = (time.perf_counter() - t) * 1000
+            rs, rm = ranks(ranked, q)
+            row = {"qid": q.qid, "script": q.script, "session": rs, "message": rm, "ms": ms}
+            if graded:
+                row["ndcg"] = ndcg(ranked, q) if q.grades else None
+            per_system[system].append(row)
+            if system == "ours" and rs != 1 and verbose:
+                misses.append({"qid": q.qid, "q": q.text, "rank": rs, "got": ranked[:3]})
+    ix.close()
+    result = {"set": name, "notes": ds.notes, "sessions": len(ds.sessions), "messages": n_messages,
+              "index_s": round(index_s, 2), "systems": {}}
+    for system, rows in per_system.items():
+        result["systems"][system] = summarize(rows)
+        scripts = sorted({r["script"] for r in rows})
+        if len(scripts) > 1:
+            result["systems"][system]["by_script"] = {
+                sc: summarize([r for r in rows if r["script"] == sc]) for sc in scripts}
+    if verbose:
+        result["ours_misses"] = misses
+        result["per_question"] = {s: rows for s, rows in per_system.items()}
+    return result
+
+
+def settings_snapshot() -> dict:
+    """The ranking constants in force, for the report."""
+    names = [n for n in dir(E) if n.isupper() and not n.startswith("_")]
+    snap = {n: getattr(E, n) for n in names if isinstance(getattr(E, n), (int, float, dict, str, tuple))}
+    snap.update({f"keywords.{n}": getattr(K, n) for n in dir(K)
+                 if n.isupper() and isinstance(getattr(K, n), (int, float, bool, str))})
+    return snap
+
+
+def table(results: list[dict]) -> str:
+    lines = []
+    for res in results:
+        lines.append(f"\n{res['set']}: {res['sessions']} sessions, {res['messages']} messages, "
+                     f"{res['systems']['ours']['questions'] if 'ours' in res['systems'] else ''} questions, "
+                     f"indexed in {res['index_s']} s ({res['notes']})")
+        graded = any("ndcg@10" in s["message"] for s in res["systems"].values())
+        head = ("system", "s.hit@1", "s.hit@5", "s.MRR", "m.hit@1", "m.hit@5", "m.MRR") + (
+            ("nDCG@10",) if graded else ()) + ("median ms", "p95 ms")
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for system, s in res["systems"].items():
+            cells = [system] + [f"{s[lvl][m]:.3f}" for lvl in ("session", "message") for m in ("hit@1", "hit@5", "mrr")]
+            if graded:
+                cells.append(f"{s['message']['ndcg@10']:.3f}")
+            cells += [f"{s['latency_ms']['median']:.1f}", f"{s['latency_ms']['p95']:.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        if "ours" in res["systems"]:
+            o = res["systems"]["ours"]
+            leads = []
+            for system, s in res["systems"].items():
+                if system == "ours":
+                    continue
+                leads.append(f"{system}: hit@1 {o['session']['hit@1'] - s['session']['hit@1']:+.3f}, "
+                             f"MRR {o['session']['mrr'] - s['session']['mrr']:+.3f}")
+            lines.append("lead of ours (session level): " + "; ".join(leads))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--set", default="all", choices=["cmrc", "cranfield", "mixed", "cmrc-trial", "all"])
+    ap.add_argument("--limit-questions", type=int, default=None, help="the first N questions of each set")
+    ap.add_argument("--json", type=Path, default=None, help="write the full report here")
+    ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ", ".join(SYSTEMS))
+    ap.add_argument("--workdir", type=Path, default=None, help="keep logs and databases here (default: temporary)")
+    ap.add_argument("--verbose", action="store_true", help="add per-question rows and ours' misses to the JSON")
+    ap.add_argument("--require-data", action="store_true", help="fail (status 2) when the data are absent")
+    args = ap.parse_args(argv)
+    names = ["cmrc", "cranfield", "mixed"] if args.set == "all" else [args.set]
+    systems = tuple(s for s in args.systems.split(",") if s)
+    if unknown := set(systems) - set(SYSTEMS):
+        ap.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="recall-quality-") as tmp:
+            workdir = args.workdir or Path(tmp)
+            results = [run_set(n, args.limit_questions, systems, workdir, args.verbose) for n in names]
+    except D.DataMissing as e:
+        print(f"skipped: {e}", file=sys.stderr)
+        return 2 if args.require_data else 0
+    print(table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_bytes(orjson.dumps({"limit": LIMIT, "settings": settings_snapshot(), "results": results},
+                                           option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,45 @@
+"""The benchmark runs, end to end, on a tiny corpus (issue 5, item 4).
+
+`python bench/run.py --size-mb 2 --json OUT` must exit 0 and write every key
+of the bench's JSON as a number (rg_ratio may be null where ripgrep is not
+installed). No timing is asserted: CI machines are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = (
+    "build_mb_s_raw", "build_text_mb_s", "messages_per_s", "peak_rss_mb", "index_bytes_per_text_byte",
+    "query_p50_ms", "query_p99_ms", "fullscan_ratio", "rg_ratio", "unicode61_recall", "trigram_ratio",
+    "freshness_p99_ms",
+)
+
+
+def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--size-mb", "2", "--json", str(out),
+         "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    for key in KEYS:
+        assert key in data, key
+        value = data[key]
+        if key == "rg_ratio" and shutil.which("rg") is None:
+            assert value is None
+            assert "apt-get install -y ripgrep" in proc.stdout
+            continue
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), (key, value)
+        assert math.isfinite(value) and value >= 0, (key, value)
+    # the table is printed, and the corpus was generated where it was told to
+    assert "| build_mb_s_raw |" in proc.stdout
+    assert (tmp_path / "corpus" / "manifest.json").is_file()
