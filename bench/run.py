@@ -10,8 +10,11 @@ then measures, on that corpus and this machine, in this order:
    parsing worker it starts), timed from open to close. build_mb_s_raw is MB
    of log per second, build_text_mb_s MB of stored message text per second,
    messages_per_s stored messages per second, peak_rss_mb the child's VmHWM
-   plus its workers' peak. The logs were just written or read, so they are in
-   the page cache: "cold" means an empty index, not a cold disk.
+   plus its workers' peak. The CPU time of the build (its process and its
+   workers) is printed beside the wall clock: another job on the machine
+   lengthens the second, hardly the first. The logs were just written or
+   read, so they are in the page cache: "cold" means an empty index, not a
+   cold disk.
 2. the index's size: database plus WAL after a checkpoint, per byte of stored
    text (index_bytes_per_text_byte).
 3. queries: warm `Index.recall(query, all_projects=True, limit=5)` (passages
@@ -48,6 +51,8 @@ then measures, on that corpus and this machine, in this order:
 The machine is shared and noisy: absolute figures move from run to run, the
 ratios much less. Your RECALL_* environment and config file are ignored here:
 every index is opened with default settings.
+
+`python bench/run.py --render OUT.json` prints the tables of an earlier run again.
 
 `--cprofile FILE` adds a second, profiled build (into a scratch database; the
 measured build is never profiled) and prints its top entries by cumulative time.
@@ -172,6 +177,11 @@ def child_build(db: str, root: str, cprofile: str | None) -> int:
 
         prof = cProfile.Profile()
         prof.enable()
+    def cpu() -> float:  # CPU seconds of this process and of its (exited) workers
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    c0 = cpu()
     t0 = time.perf_counter()
     with Index.open(db) as ix:
         t1 = time.perf_counter()
@@ -186,7 +196,7 @@ def child_build(db: str, root: str, cprofile: str | None) -> int:
     # with this one); they have exited by now, and the kernel keeps the
     # largest peak among them. The indexer's peak is at most the sum of the two.
     workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = {"build_s": t3 - t0, "open_s": t1 - t0, "sync_s": t2 - t1, "close_s": t3 - t2,
+    out = {"build_s": t3 - t0, "open_s": t1 - t0, "sync_s": t2 - t1, "close_s": t3 - t2, "cpu_s": cpu() - c0,
            "main_rss_kb": hwm, "workers_rss_kb": workers, "peak_rss_kb": hwm + workers,
            "report": report.as_dict()}
     sys.stdout.write(json.dumps(out) + "\n")
@@ -582,7 +592,9 @@ def render(res: dict) -> str:
         "|---|---:|---|",
         f"| build_mb_s_raw | {fmt(res['build_mb_s_raw'])} MB/s | {c['raw_bytes'] / 1e6:.1f} MB of log in "
         f"{b['build_s']:.2f} s (sync {b['sync_s']:.2f} s), cold, "
-        f"{'with a parsing worker process' if b['workers_rss_kb'] else 'one process'} |",
+        f"{'with a parsing worker process' if b['workers_rss_kb'] else 'one process'}"
+        + (f"; {b['cpu_s']:.2f} s of CPU ({c['raw_bytes'] / 1e6 / b['cpu_s']:.1f} MB per CPU-second, which "
+           "other load on the machine hardly changes)" if b.get("cpu_s") else "") + " |",
         f"| build_text_mb_s | {fmt(res['build_text_mb_s'])} MB/s | {ix['text_bytes'] / 1e6:.1f} MB of stored text; "
         f"FTS5 insert alone, no parsing: unicode61 {fmt(bl['unicode61_build_text_mb_s'])} MB/s, "
         f"trigram {fmt(bl['trigram_build_text_mb_s'])} MB/s |",
@@ -644,6 +656,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--build-child"]:
         return child_build(argv[1], argv[2], argv[3] if len(argv) > 3 else None)
+    if argv[:1] == ["--render"]:  # reprint the tables of an earlier run from its JSON
+        res = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+        print(render(res))
+        if res.get("cprofile"):
+            print(f"\nProfiled build ({res['cprofile']['build_s']:.2f} s under cProfile), top 15 by cumulative "
+                  f"time:\n\n{res['cprofile']['top']}")
+        return 0
     ap = argparse.ArgumentParser(description="session-recall benchmark: figures beside their baselines.")
     ap.add_argument("--size-mb", type=float, required=True, help="corpus size in MB of raw log")
     ap.add_argument("--json", type=Path, help="write the results here")

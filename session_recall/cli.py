@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 
+import apsw
 import click
 import orjson
 
@@ -26,7 +27,17 @@ def _open(ctx: click.Context) -> Index:
         raise click.ClickException(str(e)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (apsw.CorruptError, apsw.NotADBError) as e:
+            raise click.ClickException(
+                f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
+                "moves it aside and rebuilds it from the session logs.") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", type=click.Path(dir_okay=False), envvar="RECALL_DB", default=None,
               help="Index database (default: $RECALL_DB, else recall.db under the XDG data dir).")
 @click.option("--config", type=click.Path(dir_okay=False), envvar="RECALL_CONFIG", default=None,
@@ -247,6 +258,26 @@ def mcp(ctx: click.Context, confirm_timeout: float) -> None:
 
     with _open(ctx) as ix:
         serve(ix, confirm_timeout=confirm_timeout)
+
+
+@main.command()
+@click.option("--repair", is_flag=True, help="If the database is damaged, move it aside and rebuild it from its sources.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Check the database (SQLite and FTS5 integrity checks); with --repair,
+    rebuild a damaged one from its sources. Exits 1 while it is damaged."""
+    try:
+        report = Index.doctor(ctx.obj["db"], repair=repair, config=ctx.obj["config"])
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    except WriterBusy as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        _dump(report)
+    else:
+        click.echo(report["message"], err=not report["ok"])
+    ctx.exit(0 if report["ok"] else 1)
 
 
 @main.command()

@@ -43,6 +43,17 @@ class Index:
         settings = settings or load_settings(config)
         return cls(Store(path or default_db()), settings)
 
+    @classmethod
+    def doctor(cls, path: str | os.PathLike[str] | None = None, *, repair: bool = False,
+               settings: Settings | None = None, config: str | os.PathLike[str] | None = None) -> dict:
+        """Check the database (SQLite's and FTS5's integrity checks, on a
+        connection of its own, without opening it as an index); with
+        `repair`, move a damaged one aside and rebuild it from its sources.
+        The report is described in session_recall.doctor."""
+        from .doctor import doctor
+
+        return doctor(path or default_db(), settings or load_settings(config), repair=repair)
+
     def __enter__(self) -> Index:
         return self
 

@@ -50,6 +50,7 @@ class Store:
         migrations.apply(self.conn)
         self._lock_fd: int | None = None
         self._depth = 0  # open transaction (1) and savepoints within it
+        self.stream_tails: dict = {}  # see indexer.ingest.Writer.held
         self._ensure_meta()
 
     # --- meta -----------------------------------------------------------------
@@ -144,26 +145,83 @@ class Store:
         if self._lock_fd is not None:  # re-entrant within one process
             yield self
             return
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "an unknown process"
-            os.close(fd)
-            raise WriterBusy(
-                f"{self.path} is being indexed by {holder}; only one indexer may write at a time "
-                "(searches keep working meanwhile). Stop that process or wait for it to finish."
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} (since {utcnow()})".encode(), 0)
-        self._lock_fd = fd
-        try:
-            yield self
-        finally:
-            self._lock_fd = None
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with writer_lock(self.path) as fd:
+            self._lock_fd = fd
+            try:
+                yield self
+            finally:
+                self._lock_fd = None
+
+    def check(self) -> list[str]:
+        """check_database() of this database (on a connection of its own)."""
+        return check_database(self.path)
 
     def close(self) -> None:
         self.conn.close()
+
+
+# Writer locks this process holds, by database path: `recall doctor --repair`
+# holds the lock of a damaged database while it builds the new one in its place.
+_HELD: dict[Path, int] = {}
+
+
+@contextlib.contextmanager
+def writer_lock(path: str | os.PathLike[str]) -> Iterator[int]:
+    """The single-writer lock of the database at `path` (re-entrant within
+    this process); WriterBusy names the process that holds it."""
+    path = Path(path).expanduser().resolve()
+    if path in _HELD:
+        yield _HELD[path]
+        return
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "an unknown process"
+        os.close(fd)
+        raise WriterBusy(
+            f"{path} is being indexed by {holder}; only one indexer may write at a time "
+            "(searches keep working meanwhile). Stop that process or wait for it to finish."
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} (since {utcnow()})".encode(), 0)
+    _HELD[path] = fd
+    try:
+        yield fd
+    finally:
+        del _HELD[path]
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def check_database(path: str | os.PathLike[str]) -> list[str]:
+    """What is wrong with the database at `path`, on a fresh connection of
+    its own: SQLite's integrity check, then FTS5's check of its index. An
+    empty list means healthy. Opens nothing it would have to create. FTS5's
+    check runs as a write statement: apsw.BusyError when an indexer holds the
+    write lock beyond the busy timeout (that is not damage)."""
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error as e:
+        return [f"cannot open the database: {e}"]
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        problems: list[str] = []
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check(100)")]
+            if rows != ["ok"]:
+                problems += [f"integrity_check: {r}" for r in rows]
+        except apsw.Error as e:
+            problems.append(f"integrity_check failed: {e}")
+        try:
+            # Reads the whole FTS5 index and checks it is consistent with
+            # itself (a contentless table has no content to compare it with).
+            conn.execute("INSERT INTO message_fts(message_fts, rank) VALUES ('integrity-check', 1)")
+        except apsw.BusyError:
+            raise
+        except apsw.Error as e:
+            problems.append(f"FTS5 integrity-check: {e}")
+        return problems
+    finally:
+        conn.close()

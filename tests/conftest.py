@@ -316,3 +316,11 @@ def corpus(tmp_path: Path, isolated_settings):
         yield c
     finally:
         c.close()
+
+
+# --- subprocesses run the code under test ----------------------------------------
+# `recall ...` and `python -c ...` children import session_recall from this
+# checkout, whatever copy of the package the interpreter has installed.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _ROOT:
+    os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])

@@ -95,10 +95,9 @@ def ours(ix: Index, question: str) -> list[tuple[str, str]]:
     return out
 
 
-def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], workdir: Path,
-            verbose: bool) -> dict:
+def prepare(name: str, workdir: Path) -> tuple[D.Dataset, Index, int, float]:
+    """Write the set's logs and index them through the normal pipeline."""
     ds = D.SETS[name]()
-    questions = ds.questions[:limit_questions] if limit_questions else ds.questions
     logs = workdir / name / "logs"
     db = workdir / name / "recall.db"
     n_messages = ds.write_logs(logs)
@@ -111,34 +110,47 @@ def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], wo
     indexed = ix.status()["messages"]
     if indexed != n_messages:
         raise SystemExit(f"{name}: wrote {n_messages} messages but the index holds {indexed}")
-    base = Baselines(ix.store.conn)
-    graded = any(q.grades for q in questions)
+    return ds, ix, n_messages, index_s
+
+
+def evaluate(ix: Index, questions: list[D.Question], systems: tuple[str, ...],
+             base: Baselines | None) -> dict[str, list[dict]]:
+    """Per system, one row per question: ranks, nDCG, latency."""
     per_system: dict[str, list[dict]] = {s: [] for s in systems}
-    misses: list[dict] = []
     for q in questions:
         for system in systems:
             t = time.perf_counter()
             ranked = ours(ix, q.text) if system == "ours" else getattr(base, system)(q.text, LIMIT)
             ms = (time.perf_counter() - t) * 1000
             rs, rm = ranks(ranked, q)
-            row = {"qid": q.qid, "script": q.script, "session": rs, "message": rm, "ms": ms}
-            if graded:
-                row["ndcg"] = ndcg(ranked, q) if q.grades else None
-            per_system[system].append(row)
-            if system == "ours" and rs != 1 and verbose:
-                misses.append({"qid": q.qid, "q": q.text, "rank": rs, "got": ranked[:3]})
-    ix.close()
-    result = {"set": name, "notes": ds.notes, "sessions": len(ds.sessions), "messages": n_messages,
-              "index_s": round(index_s, 2), "systems": {}}
+            per_system[system].append({"qid": q.qid, "script": q.script, "session": rs, "message": rm, "ms": ms,
+                                       "ndcg": ndcg(ranked, q) if q.grades else None, "top": ranked[:3]})
+    return per_system
+
+
+def report(per_system: dict[str, list[dict]]) -> dict:
+    out = {}
     for system, rows in per_system.items():
-        result["systems"][system] = summarize(rows)
+        out[system] = summarize(rows)
         scripts = sorted({r["script"] for r in rows})
         if len(scripts) > 1:
-            result["systems"][system]["by_script"] = {
-                sc: summarize([r for r in rows if r["script"] == sc]) for sc in scripts}
+            out[system]["by_script"] = {sc: summarize([r for r in rows if r["script"] == sc]) for sc in scripts}
+    return out
+
+
+def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], workdir: Path,
+            verbose: bool) -> dict:
+    ds, ix, n_messages, index_s = prepare(name, workdir)
+    questions = ds.questions[:limit_questions] if limit_questions else ds.questions
+    try:
+        base = Baselines(ix.store.conn) if set(systems) - {"ours"} else None
+        per_system = evaluate(ix, questions, systems, base)
+    finally:
+        ix.close()
+    result = {"set": name, "notes": ds.notes, "sessions": len(ds.sessions), "messages": n_messages,
+              "questions": len(questions), "index_s": round(index_s, 2), "systems": report(per_system)}
     if verbose:
-        result["ours_misses"] = misses
-        result["per_question"] = {s: rows for s, rows in per_system.items()}
+        result["per_question"] = per_system
     return result
 
 
@@ -155,7 +167,7 @@ def table(results: list[dict]) -> str:
     lines = []
     for res in results:
         lines.append(f"\n{res['set']}: {res['sessions']} sessions, {res['messages']} messages, "
-                     f"{res['systems']['ours']['questions'] if 'ours' in res['systems'] else ''} questions, "
+                     f"{res['questions']} questions, "
                      f"indexed in {res['index_s']} s ({res['notes']})")
         graded = any("ndcg@10" in s["message"] for s in res["systems"].values())
         head = ("system", "s.hit@1", "s.hit@5", "s.MRR", "m.hit@1", "m.hit@5", "m.MRR") + (
@@ -176,7 +188,8 @@ def table(results: list[dict]) -> str:
                     continue
                 leads.append(f"{system}: hit@1 {o['session']['hit@1'] - s['session']['hit@1']:+.3f}, "
                              f"MRR {o['session']['mrr'] - s['session']['mrr']:+.3f}")
-            lines.append("lead of ours (session level): " + "; ".join(leads))
+            if leads:
+                lines.append("lead of ours (session level): " + "; ".join(leads))
     return "\n".join(lines)
 
 

@@ -57,9 +57,13 @@ def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
 
 
 class Writer:
-    def __init__(self, conn: apsw.Connection, redactor: Redactor):
+    def __init__(self, conn: apsw.Connection, redactor: Redactor, held: dict | None = None):
         self.conn = conn
         self.redactor = redactor
+        # The last word of each streaming message that may be a secret's head,
+        # kept out of the database (Redactor.stream); shared by the passes of
+        # one process (the watcher's), lost with it, which is safe.
+        self.held: dict[tuple[int, str], str] = {} if held is None else held
         self._sessions: dict[tuple[str, str, str], int] = {}
         self._next_seq: dict[int, int] = {}
         self.counts: Counter[str] = Counter()
@@ -74,7 +78,9 @@ class Writer:
         self.skips.clear()
 
     def _redact(self, text: str) -> str:
-        text, n = self.redactor.redact(text)
+        """For titles, which may come redacted already (a title a parser kept
+        in its state until its session opened): placeholders are kept."""
+        text, n = self.redactor.redact(text, keep_placeholders=True)
         self.counts["secrets_redacted"] += n
         return text
 
@@ -132,7 +138,15 @@ class Writer:
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
             return
         prep = ev.prepared or prepare(ev, self.redactor)
-        text, atts, names = prep.text, prep.attachments, prep.names
+        text, atts, names, body = prep.text, prep.attachments, prep.names, prep.body
+        key = (session, ev.message_id)
+        held = None
+        if ev.settled:
+            self.held.pop(key, None)
+        else:  # the first fragment of a stream, unless the row exists (below)
+            streamed, _, held = self.redactor.stream("", ev.text, None)
+            if held is not None:
+                text, body = streamed, fts_body(streamed, names)
         # Most messages are new: insert first, and look at the existing row
         # only when there is one (one statement fewer per message on a build).
         # (Not RETURNING: interleaved with FTS5 inserts it made a build 3x
@@ -144,10 +158,12 @@ class Writer:
             (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
         )
         if self.conn.changes():
+            if held is not None:
+                self.held[key] = held
             self.counts["secrets_redacted"] += prep.secrets
             self.counts["messages_added"] += 1
             self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
-                              (self.conn.last_insert_rowid(), prep.body))
+                              (self.conn.last_insert_rowid(), body))
             return
         self._next_seq[session] -= 1  # the seq was not used
         rowid, old_settled, old_text, old_file = self.conn.execute(
@@ -167,12 +183,13 @@ class Writer:
             # file, so its stream starts over here instead of being appended
             # to itself.
             self.counts["secrets_redacted"] += prep.secrets
-            body = prep.body
         elif old_settled:
             self.skips["delta_after_settle"] += 1
             return
         else:
-            text, n = self.redactor.append(old_text, ev.text)
+            text, n, held = self.redactor.stream(old_text, ev.text, self.held.pop(key, None))
+            if held is not None:
+                self.held[key] = held
             self.counts["secrets_redacted"] += n
             if atts is None:  # a delta carries no attachments of its own; keep the earlier ones
                 prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]

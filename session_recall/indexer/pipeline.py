@@ -40,6 +40,7 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     passes `max_bytes` read (a range), or at the last complete line."""
     parser = kinds()[kind](path, state)
     redactor = Redactor(key)
+    parser.redact = lambda text: redactor.redact(text)[0]
     events: list = []
     skips: Counter[str] = Counter()
     start = end = offset

@@ -82,7 +82,7 @@ class Syncer:
         self.batch_lines = batch_lines
         self.batch_bytes = batch_bytes
         self.redactor = Redactor(bytes.fromhex(store.meta("redaction_key") or ""))
-        self.writer = Writer(self.conn, self.redactor)
+        self.writer = Writer(self.conn, self.redactor, store.stream_tails)
         self.report = SyncReport()
         self.skipped: Counter[str] = Counter()
         self.stop_requested = False

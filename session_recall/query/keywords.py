@@ -1,5 +1,13 @@
 """Natural-language questions to keywords, with jieba (query side only: it cuts
-~0.8 MB/s, far too slow for the write path, and is loaded once, lazily)."""
+~0.8 MB/s, far too slow for the write path, and is loaded once, lazily).
+
+A question becomes keyword groups: each group is a keyword and, for a name
+jieba does not know, its bigrams as variants (the group counts once when any
+of them occurs). Every keyword and variant is an exact term of the match
+predicate (docs/matching.md); in question mode they are ORed and rank
+(engine.COVERAGE_POWER). The choices below were measured with
+bench/quality/run.py; docs/quality.md has the numbers.
+"""
 
 from __future__ import annotations
 
@@ -27,11 +35,18 @@ STOP_ZH = frozenset(
     可以 要 想 说 过 着 得 地 上周 昨天 今天 前天 最近 之前 以前 当时 那次 那天 时候 哪 谁 多少 几 所以 因为
     如果 但是 然后 已经 还是 是不是 一些 这些 那些 选 用""".split()
 )
-STOP_ZH_QUESTION = frozenset(
-    """哪些 哪个 哪支 哪几 哪几个 几个 哪里 哪儿 哪年 哪一 哪一年 哪一个 哪位 哪种 哪家 哪部 哪项 哪座 哪条 哪所 哪国
-    何时 何地 如何 是否 多久 多长 多大 多少 什么样 怎么样 为何 何种 哪天 几年 几月 几次 几种 于 为 其 该 将 由 所 而 并
-    等 则 即 亦 此 每 各 共 约""".split()
-)
+# jieba's precise mode (jieba.cut) rather than its search mode
+# (cut_for_search, which adds the dictionary words inside a long word as
+# keywords of their own, so that one long word counts several times).
+CJK_SEGMENTATION = "precise"
+# Join the characters that jieba leaves outside its dictionary (names it
+# splits into single characters or glues to a neighbour: 津|蓟, 尚恩有) into
+# one keyword whose bigrams are its variants (津蓟; 尚恩有 or 尚恩 or 恩有).
+JOIN_UNKNOWN = True
+# At most this many keyword groups a question (32 measured the same on the
+# labelled sets: the keywords past the 12th of a long question are rarely what
+# decides).
+KEYWORD_LIMIT = 12
 
 
 def _load():
@@ -46,24 +61,6 @@ def _load():
     return _jieba
 
 
-# --- knobs under test (bench/quality) ---
-CJK_MODE = "search"      # "search": jieba.cut_for_search; "precise": jieba.cut
-CJK_RESIDUE = False      # join runs of characters jieba leaves outside its dictionary
-INFLECT = 0              # 0 none, 1 plural/singular, 2 + -ed/-ing
-KEYWORD_LIMIT = 12
-ZH_QUESTION_STOPS = False
-EN_QUESTION_STOPS = False
-STOP_EN_QUESTION = frozenset(
-    """anyone anybody someone papers paper article articles literature information available known
-    exist exists existing dealing deal deals regarding concerning give given gives good basic any else
-    way ways done""".split()
-)
-
-
-def _stop_zh(w: str) -> bool:
-    return w in STOP_ZH or (ZH_QUESTION_STOPS and w in STOP_ZH_QUESTION)
-
-
 def _in_dictionary(word: str) -> bool:
     return bool(_load().dt.FREQ.get(word))
 
@@ -73,18 +70,19 @@ def _bigrams(run: str) -> list[str]:
 
 
 def _cjk_groups(run: str):
+    """Keyword groups of one CJK run (stop words are dropped by the caller)."""
     jieba = _load()
-    pieces = list(jieba.cut_for_search(run) if CJK_MODE == "search" else jieba.cut(run))
-    if not CJK_RESIDUE:
+    pieces = list(jieba.cut(run) if CJK_SEGMENTATION == "precise" else jieba.cut_for_search(run))
+    if not JOIN_UNKNOWN:
         for p in pieces:
             yield (p,)
         return
-    residue: list[str] = []
+    unknown: list[str] = []
 
     def flush():
-        text = "".join(residue)
-        residue.clear()
-        if len(text) >= 2 and not _stop_zh(text):
+        text = "".join(unknown)
+        unknown.clear()
+        if len(text) >= 2 and text not in STOP_ZH:
             return [(text, *(_bigrams(text) if len(text) > 2 else ()))]
         return []
 
@@ -92,55 +90,11 @@ def _cjk_groups(run: str):
         if len(p) >= 2 and _in_dictionary(p):
             yield from flush()
             yield (p,)
-        elif len(p) == 1 and _stop_zh(p):
+        elif len(p) == 1 and p in STOP_ZH:
             yield from flush()
         else:
-            residue.append(p)
+            unknown.append(p)
     yield from flush()
-
-
-def _base_forms(word: str) -> set[str]:
-    """Candidate uninflected forms of `word` (itself when it looks uninflected)."""
-    if word.endswith("ies") and len(word) > 4:
-        return {word[:-3] + "y"}
-    if word.endswith("es") and word[:-2].endswith(("s", "x", "z", "ch", "sh")):
-        return {word[:-2]}
-    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
-        return {word[:-1]}
-    if INFLECT >= 2:
-        for suf in ("ed", "ing"):
-            if word.endswith(suf) and len(word) - len(suf) >= 3:
-                stem = word[: -len(suf)]
-                bases = {stem, stem + "e"}
-                if stem[-1] == stem[-2]:
-                    bases.add(stem[:-1])
-                return bases
-    return {word}
-
-
-def _forms(base: str) -> set[str]:
-    forms = {base}
-    if base.endswith("y") and len(base) > 2 and base[-2] not in "aeiou":
-        forms.add(base[:-1] + "ies")
-    elif base.endswith(("s", "x", "z", "ch", "sh")):
-        forms.add(base + "es")
-    else:
-        forms.add(base + "s")
-    if INFLECT >= 2:
-        stem = base[:-1] if base.endswith("e") else base
-        forms.update((stem + "ed", stem + "ing"))
-    return forms
-
-
-def inflections(word: str) -> list[str]:
-    """Regular English inflections of a lower-case ASCII word (not itself)."""
-    if INFLECT == 0 or not word.isascii() or not word.isalpha() or len(word) < 3:
-        return []
-    forms: set[str] = set()
-    for base in _base_forms(word):
-        forms |= _forms(base)
-    forms.discard(word)
-    return sorted(forms)
 
 
 def _groups(text: str):
@@ -154,8 +108,7 @@ def _groups(text: str):
             if is_word_char(ch):
                 word.append(ch)
             elif word:
-                w = "".join(word)
-                yield (w, *inflections(w))
+                yield ("".join(word),)
                 word = []
         if m:
             yield from _cjk_groups(m.group())
@@ -175,9 +128,9 @@ def keyword_groups(question: str, limit: int | None = None) -> list[tuple[str, .
         if not any(is_word_char(c) or HAS_CJK.match(c) for c in w):
             continue  # punctuation
         if HAS_CJK.match(w[0]):
-            if len(w) < 2 or _stop_zh(w):
+            if len(w) < 2 or w in STOP_ZH:
                 continue
-        elif w in STOP_EN or len(w) < 2 or (EN_QUESTION_STOPS and w in STOP_EN_QUESTION):
+        elif w in STOP_EN or len(w) < 2:
             continue
         variants = tuple(v for v in group[1:] if v not in seen)
         seen.add(w)

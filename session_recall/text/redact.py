@@ -131,19 +131,49 @@ class Redactor:
         out.append(pattern.sub(sub, text[pos:]))
         return "".join(out), count
 
-    def append(self, stored: str, fragment: str) -> tuple[str, int]:
-        """Redact `stored + fragment` for a streaming message.
+    def stream(self, stored: str, fragment: str, held: str | None) -> tuple[str, int, str | None]:
+        """The text to store for a streaming message after one more fragment:
+        (text, secrets redacted, tail held back).
 
-        `stored` is already redacted. A secret split across fragments is caught
-        because its unredacted head is still in `stored`; when the head alone
-        was already a secret, the fragment's continuation is folded into that
-        placeholder rather than stored bare."""
+        `stored` is already redacted, and the concatenation is redacted again,
+        so a secret split across fragments is caught once it is whole. Until
+        then its head must not be stored either (`sk-proj-ab`, `ada@`): a
+        last word that holds a secret's trigger (`sk-`, `@`, `://`, ...) is
+        held back, in memory only, and stored as a `pending` placeholder
+        (shown as `…`); the next fragment is read after it. The contract makes
+        the rest of a stream searchable as it arrives, so a word with no
+        trigger yet (an e-mail address's local part before its `@`) is
+        stored until the fragment that completes it replaces it. When the held word is not at hand (another process stored
+        it), the fragment's continuation is folded into the placeholder, as it
+        is after a secret that was already whole (for a private key: up to
+        its END line)."""
         fragment = scrub(fragment)
-        if stored.endswith(PLACEHOLDER_CLOSE):
-            m = _CONTINUATION.match(fragment)
-            if m:
-                fragment = fragment[m.end() :]
-        return self.redact(stored + fragment, keep_placeholders=True)
+        if held is not None and stored.endswith(PENDING):
+            stored, fragment = stored[: -len(PENDING)], held + fragment
+        elif stored.endswith(PLACEHOLDER_CLOSE):
+            fragment = _after_continuation(stored, fragment)
+        text, n = self.redact(stored + fragment, keep_placeholders=True)
+        tail = _LAST_WORD.search(text)
+        if tail and _ANY_TRIGGER.search(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
+            return text[: tail.start()] + PENDING, n, tail.group()
+        return text, n, None
+
+
+# A streaming message's last word, held back while it may be a secret's head.
+PENDING = f"{PLACEHOLDER_OPEN}pending:00000000{PLACEHOLDER_CLOSE}"
+# (with a `Bearer` before it: the credential is the word after the trigger)
+_LAST_WORD = re.compile(r"(?:\b[Bb]earer\s+)?\S+\Z")
+_KEY_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")
+
+
+def _after_continuation(stored: str, fragment: str) -> str:
+    """What is left of `fragment` once the secret that ends `stored` has taken
+    its continuation."""
+    if stored.endswith(PLACEHOLDER_CLOSE) and f"{PLACEHOLDER_OPEN}private_key:" in stored[-40:]:
+        end = _KEY_END.search(fragment)
+        return fragment[end.end() :] if end else ""
+    m = _CONTINUATION.match(fragment)
+    return fragment[m.end() :] if m else fragment
 
 
 def scrub(text: str) -> str:
@@ -165,6 +195,8 @@ def render(text: str, mode: str) -> tuple[str, int]:
 
     def sub(m: re.Match) -> str:
         nonlocal count
+        if m.group(1) == "pending":  # the held-back last word of a stream
+            return "…"
         count += 1
         return f"[redacted:{m.group(1)}]" if mode == "mask" else f"#{m.group(2)}"
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import ClassVar
 
 import orjson
@@ -76,6 +77,13 @@ def load_object(line: bytes) -> dict:
     return value
 
 
+def _redact_unkeyed(text: str) -> str:
+    """Safe, but its hashes are not the database's: the pipeline sets the keyed one."""
+    from ...text.redact import Redactor
+
+    return Redactor(b"").redact(text)[0]
+
+
 class Parser:
     kind: ClassVar[str]
     # The bytes that every line this kind indexes contains (its "type"
@@ -88,6 +96,9 @@ class Parser:
         # Problems inside a line that was still indexed (a malformed
         # attachment, say), counted by reason like skipped lines.
         self.notes: Counter[str] = Counter()
+        # Text the parser keeps in its state (which is stored with the
+        # file's offset) must be redacted first; the pipeline sets this.
+        self.redact: Callable[[str], str] = _redact_unkeyed
 
     def feed(self, line: bytes) -> list[Event]:
         """The events of one line (any line: noise is recognised here too)."""

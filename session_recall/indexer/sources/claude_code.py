@@ -142,7 +142,7 @@ class ClaudeCodeParser(Parser):
             pending = self.state.setdefault("pending", {})
             key = sid or ""
             if pending.get(key) is None or rank >= pending[key][1]:
-                pending[key] = [title, rank]
+                pending[key] = [self.redact(title), rank]  # the state is stored: no secret in it
             return []
         ranks = self.state.setdefault("rank", {})
         if rank < ranks.get(sid, 0):

@@ -1,0 +1,372 @@
+"""Secrets (contract section 6): redacted at ingest, so the derived database
+never holds one, and a credential-shaped query is refused.
+
+Secrets of every kind the redactor knows are planted in canonical logs: in
+user and assistant messages, session titles (on the session line and on a
+title line), tool-call arguments, tool results (inside a JSON envelope),
+attachment names, system messages (not indexed at all), and in streaming
+deltas that split a secret, settled later or never, read in one sync or
+across several (as the watcher reads a log being written). After indexing,
+the raw bytes of the database, its WAL and its shm file are searched, while
+the writer still holds them open (before a checkpoint) and after a
+checkpoint, for every 8-character piece of each secret's body and its
+case-folded form (FTS5 stores folded tokens): none may be there. Then no
+envelope of any query (mask and hash modes), no recall_more and no command
+output holds one, and every credential-shaped query is refused with a hint.
+
+RECALL_SECRET_SPLITS sets how many places each secret is split at when it
+streams (CI: 3, just before its body, where the body begins and in its
+middle; more are drawn at random; `RECALL_SECRET_SPLITS=0` splits at every
+position). Each split streams twice: once settled at the end, once never.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from pathlib import Path
+
+import pytest
+
+from session_recall import Index
+from session_recall.config import Settings
+from session_recall.text.redact import KINDS, find_secret
+
+SPLITS = int(os.environ.get("RECALL_SECRET_SPLITS", "3"))
+WINDOW = 8  # a piece of a secret this long found anywhere is a leak
+_rng = random.Random(20261201)
+
+
+def _body(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
+    """A random, distinctive secret body (deterministic)."""
+    return "".join(_rng.choice(alphabet) for _ in range(n))
+
+
+def _sample(kind: str, template: str, body: str) -> tuple[str, str, str]:
+    return kind, template.format(body), body
+
+
+_B64 = string.ascii_letters + string.digits + "+/"
+# (kind, the text to plant, the secret's body: what must never be stored)
+SAMPLES: list[tuple[str, str, str]] = [
+    _sample("private_key", "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----", _body(64, _B64)),
+    _sample("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----",
+            _body(48, _B64)),
+    _sample("private_key", "-----BEGIN EC PRIVATE KEY-----\n{}", _body(40, _B64)),  # cut off before its END
+    _sample("bearer", "Authorization: Bearer {}", _body(28) + "7"),
+    _sample("bearer", "curl -H 'authorization: bearer {}'", _body(20) + "3"),
+    _sample("anthropic_key", "sk-ant-api03-{}", _body(24)),
+    _sample("stripe_key", "sk_live_{}", _body(24)),
+    _sample("stripe_key", "rk_live_{}", _body(20)),
+    _sample("openai_key", "sk-proj-{}", _body(24)),
+    _sample("openai_key", "sk-svcacct-{}", _body(20)),
+    _sample("openai_key", "sk-{}", _body(32)),
+    _sample("github_token", "ghp_{}", _body(36)),
+    _sample("github_token", "gho_{}", _body(36)),
+    _sample("github_token", "github_pat_{}", _body(40)),
+    _sample("aws_key", "AKIA{}", _body(16, string.ascii_uppercase + string.digits)),
+    _sample("aws_key", "ASIA{}", _body(16, string.ascii_uppercase + string.digits)),
+    _sample("slack_token", "xoxb-{}", "1234-" + _body(20)),
+    _sample("slack_token", "xoxp-{}", _body(24)),
+    _sample("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ{}", "hZGEifQ." + _body(30)),
+    _sample("url_password", "https://deploy:{}@git.example.org/repo.git", _body(14)),
+    _sample("url_password", "postgres://admin:{}@db.internal:5432/shop", _body(16)),
+    _sample("password", "password={}", _body(14)),
+    _sample("password", "api_key={}", _body(20)),
+    _sample("password", "PASSWD={}", _body(12)),
+    _sample("password", "token={}&next=1", _body(18)),
+    _sample("email", "{}@example.com", "zeb." + _body(10, string.ascii_lowercase)),
+    _sample("email", "ops+{}@mail.example.co.uk", _body(12, string.ascii_lowercase)),
+]
+
+
+def pieces(body: str) -> set[str]:
+    """Every WINDOW-character piece of a secret's body, as written and folded."""
+    out = set()
+    for i in range(max(1, len(body) - WINDOW + 1)):
+        w = body[i : i + WINDOW]
+        out |= {w, w.casefold()}
+    return out
+
+
+def leaks(blob: bytes, skip: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(kind, piece) of every secret piece found in `blob` (kinds in `skip` aside)."""
+    found = []
+    for kind, _text, body in SAMPLES:
+        if kind in skip:
+            continue
+        for piece in sorted(pieces(body)):
+            if piece.encode() in blob:
+                found.append((kind, piece))
+                break
+    return found
+
+
+def test_the_samples_cover_every_kind_the_redactor_knows():
+    assert {k for k, _, _ in SAMPLES} == set(KINDS)
+    for kind, text, body in SAMPLES:
+        assert find_secret(text) == kind, (kind, text)
+        assert body in text
+
+
+# --- planting -------------------------------------------------------------------------
+
+
+def _line(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
+
+
+class Log:
+    def __init__(self, path: Path, sid: str, cwd: str):
+        self.path, self.sid, self.cwd, self.n = path, sid, cwd, 0
+
+    def write(self, *objs: dict) -> None:
+        with open(self.path, "ab") as fh:
+            for obj in objs:
+                fh.write(_line({"session_id": self.sid, **obj}))
+
+    def ts(self) -> str:
+        self.n += 1
+        return f"2026-11-20T10:{self.n // 60 % 60:02d}:{self.n % 60:02d}Z"
+
+    def msg(self, mid: str, text: str, role: str = "user", *, turn: str = "t1", delta: bool = False, **extra) -> dict:
+        return {"type": "message_delta" if delta else "message", "message_id": mid, "turn_id": turn, "role": role,
+                "ts": self.ts(), "text": text, **extra}
+
+
+def split_points(text: str, body: str) -> list[int]:
+    """Offsets in `text` to split a streamed message at: inside the secret."""
+    start = text.index(body)
+    points = list(range(max(1, start - 8), start + len(body)))
+    if SPLITS and len(points) > SPLITS:
+        # always just before the body, where it begins (the head alone may already be
+        # a secret, as a private key's header is) and in its middle; then at random
+        fixed = [start - 1, start, start + len(body) // 2]
+        rest = [p for p in points if p not in fixed]
+        points = sorted([*fixed, *_rng.sample(rest, max(0, SPLITS - len(fixed)))])
+    return points
+
+
+def plant(logs: Path, cwd: str) -> list[tuple[Log, list[tuple[str, list[str], bool]]]]:
+    """Write one log per sample with the secret everywhere; return the
+    streams still to be delivered: (log, [(message_id, [later deltas], the
+    settled text or None)])."""
+    streams = []
+    for i, (kind, text, body) in enumerate(SAMPLES):
+        log = Log(logs / f"{i:02d}-{kind}.jsonl", f"secret-{i:02d}", cwd)
+        log.write({"type": "session", "cwd": cwd, "started_at": "2026-11-20T09:00:00Z",
+                   "title": f"deploy notes {text}"})
+        log.write({"type": "title", "title": f"deploy again {text} later"})
+        log.write(
+            log.msg("u1", f"deploy with {text} please"),
+            log.msg("a1", f"done: deploy used\n{text}\nand more", role="assistant"),
+            log.msg("c1", json.dumps({"command": f"curl -H '{text}' https://api.example.org/deploy",
+                                      "env": {"KEY": text}}), role="tool_call", tool_name="Bash", turn="t2"),
+            log.msg("r1", json.dumps({"stdout": f"deploy ok\n{text}\n", "exit_code": 0}), role="tool_result",
+                    turn="t2"),
+            log.msg("s1", f"system prompt with {text}", role="system"),
+            log.msg("f1", "deploy screenshot attached", role="user", turn="t3",
+                    attachments=[{"id": f"att{i}", "name": f"deploy {text}.png", "mime_type": "image/png",
+                                  "bytes": 100}]),
+            log.msg("f2", "", role="user", turn="t3",
+                    attachments=[{"id": f"bt{i}", "name": text, "mime_type": "text/plain", "bytes": 5}]),
+        )
+        pending = []
+        for j, at in enumerate(split_points(f"deploy stream {text} end", body)):
+            full = f"deploy stream {text} end"
+            pieces_ = [full[:at], full[at:]]
+            # a third split inside the second half, when there is room
+            if len(pieces_[1]) > 6:
+                cut = len(pieces_[1]) // 2
+                pieces_ = [pieces_[0], pieces_[1][:cut], pieces_[1][cut:]]
+            for settles in (True, False):  # one stream settles, its twin never does
+                mid = f"d{j}{'s' if settles else 'n'}"
+                log.write(log.msg(mid, pieces_[0], role="assistant", turn="t4", delta=True))
+                pending.append((mid, pieces_[1:], full if settles else None))
+        streams.append((log, pending))
+    return streams
+
+
+def deliver(streams, step: int) -> bool:
+    """Append the `step`-th later delta of every stream (then the settling
+    message); return whether anything was written."""
+    wrote = False
+    for log, pending in streams:
+        for mid, rest, settle in pending:
+            if step < len(rest):
+                log.write(log.msg(mid, rest[step], role="assistant", turn="t4", delta=True))
+                wrote = True
+            elif step == len(rest) and settle is not None:
+                log.write(log.msg(mid, "settled: " + settle, role="assistant", turn="t4"))
+                wrote = True
+    return wrote
+
+
+def drop_streams(logs: Path) -> None:
+    """Remove the deltas from the logs: what is left has secrets everywhere but in streams."""
+    for f in logs.iterdir():
+        kept = [ln for ln in f.read_bytes().splitlines(keepends=True) if b'"message_delta"' not in ln]
+        f.write_bytes(b"".join(kept))
+
+
+def database_files(db: Path) -> dict[str, bytes]:
+    out = {}
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(f"{db}{suffix}")
+        if p.exists():
+            out[p.name] = p.read_bytes()
+    return out
+
+
+def assert_no_leak(files: dict[str, bytes], when: str, skip: tuple[str, ...] = ()) -> None:
+    found = {name: leaks(blob, skip) for name, blob in files.items()}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"secret pieces in the database files {when}: {found}"
+
+
+@pytest.fixture
+def planted(tmp_path, isolated_settings):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    return proj, logs, plant(logs, str(proj))
+
+
+
+
+@pytest.mark.parametrize("reads", [
+    "settled only",
+    "streamed, one sync",
+    "streamed, a sync per delta",
+])
+def test_no_secret_reaches_the_database_its_wal_or_its_shm(tmp_path, planted, reads):
+    proj, logs, streams = planted
+    db = tmp_path / "recall.db"
+    ix = Index.open(db, settings=Settings())
+    try:
+        if reads == "settled only":  # no delta at all: every place but streams
+            drop_streams(logs)
+            report = ix.sync([str(logs)], kind="canonical")
+        elif reads == "streamed, one sync":
+            step = 0
+            while deliver(streams, step):
+                step += 1
+            report = ix.sync([str(logs)], kind="canonical")
+        else:  # the watcher's way: each delta is read (and committed) before the next is written
+            report = ix.sync([str(logs)], kind="canonical")
+            step = 0
+            while deliver(streams, step):
+                ix.sync([str(logs)], kind="canonical")
+                step += 1
+        assert report.secrets_redacted > 0
+        st = ix.status()
+        assert st["messages"] > 0 and (st["streaming"] > 0) == (reads != "settled only")
+        # A known limit, documented in docs/indexing.md: contract 2.1 makes a
+        # stream searchable as it arrives, and an e-mail address's local part
+        # is an ordinary word until its `@` comes, so it is stored until the
+        # fragment that completes it replaces it (its superseded FTS5 tokens
+        # stay in the file until a merge). Every credential kind is held back.
+        skip = ("email",) if reads != "settled only" else ()
+        with ix.store.writer():  # the writer holds the files open, nothing checkpointed since the last commit
+            files = database_files(db)
+            assert any(name.endswith("-wal") and len(blob) > 0 for name, blob in files.items())
+            assert_no_leak(files, f"({reads}) before a checkpoint", skip)
+        ix.store.conn.execute("PRAGMA wal_checkpoint(FULL)")
+        assert_no_leak(database_files(db), f"({reads}) after a checkpoint", skip)
+    finally:
+        ix.close()
+    assert_no_leak(database_files(db), f"({reads}) after close", skip)
+
+
+def _outputs(ix: Index, proj: Path, mode: str) -> list[str]:
+    out = []
+    kws = [{"query": "deploy"}, {"query": "deploy stream"}, {"query": "settled"}, {"query": "screenshot"},
+           {"query": "curl"}, {"query": "example"}, {"query": "com"}, {"query": "png"}, {"query": "redacted"},
+           {"query": "", "question": "how did we deploy?"}, {"query": "deploy", "question": "which key?"},
+           {"query": "BEGIN"}, {"query": "PRIVATE KEY"}, {"query": "@"}, {"query": "://"}, {"query": "="}]
+    for kw in kws:
+        for scope in ({"cwd": str(proj)}, {"all_projects": True}):
+            env = ix.recall(limit=50, caller_session="secret-01", **kw, **scope)
+            out.append(env.model_dump_json())
+            for r in env.results:
+                more = ix.recall_more(r.passage.anchor_id, cwd=str(proj), caller_session="secret-01")
+                out.append(more.model_dump_json())
+    for hit, sess in ix.search("deploy", limit=10**6):  # every message, not only the best 50
+        out.append(json.dumps([hit.text, hit.attachments, sess]))
+    return out
+
+
+@pytest.mark.parametrize("reads", ["settled only", "streamed"])
+def test_no_secret_reaches_an_envelope_or_the_terminal(tmp_path, planted, run_recall, reads):
+    proj, logs, streams = planted
+    db = tmp_path / "recall.db"
+    if reads == "settled only":
+        drop_streams(logs)
+    with Index.open(db, settings=Settings()) as ix:
+        ix.sync([str(logs)], kind="canonical")
+        step = 0
+        while reads == "streamed" and deliver(streams, step):
+            ix.sync([str(logs)], kind="canonical")
+            step += 1
+    blob: list[str] = []
+    redacted = 0
+    for mode in ("mask", "hash"):
+        with Index.open(db, settings=Settings(redaction=mode)) as ix:
+            outs = _outputs(ix, proj, mode)
+            blob += outs
+            redacted += sum(o["redacted"] for o in map(json.loads, outs) if isinstance(o, dict))
+            text = "\n".join(outs)
+            assert ("[redacted:" in text) == (mode == "mask")
+    for args in (["search", "deploy", "--all-projects", "--limit", "50"],
+                 ["search", "deploy", "--all-projects", "--json", "--limit", "50"],
+                 ["search", "--question", "which key did we deploy with?", "--cwd", str(proj)]):
+        done = run_recall("--db", db, *args)
+        assert done.returncode == 0, done.stderr
+        blob.append(done.stdout + done.stderr)
+    assert redacted > 0
+    joined = "\n".join(blob)
+    assert "deploy" in joined
+    found = leaks(joined.encode()) + leaks(json.dumps(joined).encode())
+    assert not found, found
+
+
+@pytest.mark.parametrize("kind,text,body", SAMPLES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(SAMPLES)])
+def test_every_credential_shaped_query_is_refused_with_a_hint(tmp_path, planted, kind, text, body, run_recall):
+    proj, logs, _ = planted
+    db = tmp_path / "recall.db"
+    with Index.open(db, settings=Settings()) as ix:
+        ix.sync([str(logs)], kind="canonical")
+        for kw in ({"query": text}, {"query": f"deploy {text}"}, {"query": f'"{text}"'},
+                   {"query": "", "question": f"what was {text} used for?"},
+                   {"query": "deploy", "question": f"and {text}?"}, {"query": text, "all_projects": True},
+                   {"query": text, "session_id": "secret-00"}):
+            env = ix.recall(cwd=str(proj), **kw)
+            assert env.status == "refused" and env.results == [] and env.next_cursor is None, kw
+            assert kind in env.hint and "search for the words around it" in env.hint
+            assert not leaks(env.model_dump_json().encode()), kw
+    done = run_recall("--db", db, "search", "--json", "--", text)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "refused", done.stderr
+    assert not leaks(done.stdout.encode())
+
+
+def test_a_claude_code_title_waiting_for_its_session_is_not_stored_bare(tmp_path, isolated_settings):
+    """Claude Code writes title and summary lines that can come before the
+    session's first message (at the head of a file, or a file read while it
+    is being written): the parser keeps them until the session opens, in its
+    state, which the index stores with the file's offset."""
+    _, token, token_body = SAMPLES[11]  # ghp_
+    _, key, key_body = SAMPLES[8]  # sk-proj-
+    sid = "5f0c1d2e-0000-4000-8000-00000000beef"
+    folder = tmp_path / "claude" / "-home-ada-shop"
+    folder.mkdir(parents=True)
+    log = folder / f"{sid}.jsonl"
+    log.write_text(json.dumps({"type": "custom-title", "customTitle": f"deploy with {token}", "sessionId": sid})
+                   + "\n" + json.dumps({"type": "summary", "summary": f"rotate {key}", "leafUuid": "x"}) + "\n")
+    db = tmp_path / "recall.db"
+    with Index.open(db, settings=Settings()) as ix:
+        ix.sync([str(tmp_path / "claude")], kind="claude-code")
+        with ix.store.writer():
+            assert_no_leak(database_files(db), "while a Claude Code title waits for its session")
