@@ -22,9 +22,9 @@ def config(tmp_path, isolated_settings):
 def test_every_key_is_read_from_the_file(config):
     s = load_settings(config("""
 all_projects = "confirm"
-allow_cwds = ["~/work"]
-deny_cwds = ["~/work/secret"]
-pinned_cwds = ["~/work/main"]
+allow_cwds = ["~/code"]
+deny_cwds = ["~/code/secret"]
+pinned_cwds = ["~/code/shop"]
 recency_half_life_days = 30
 redaction = "hash"
 default_limit = 7
@@ -37,7 +37,7 @@ path = "~/sessions"
 kind = "canonical"
 """))
     assert (s.all_projects, s.redaction, s.default_limit, s.max_limit) == ("confirm", "hash", 7, 40)
-    assert (s.allow_cwds, s.deny_cwds, s.pinned_cwds) == (["~/work"], ["~/work/secret"], ["~/work/main"])
+    assert (s.allow_cwds, s.deny_cwds, s.pinned_cwds) == (["~/code"], ["~/code/secret"], ["~/code/shop"])
     assert (s.recency_half_life_days, s.scan_budget_sessions, s.first_use_budget_s) == (30, 50, 2.5)
     assert [(src.path, src.kind) for src in s.sources] == [("~/sessions", "canonical")]
 
