@@ -38,6 +38,7 @@ import importlib.resources
 import itertools
 import json
 import math
+import os
 import random
 import re
 import shutil
@@ -928,3 +929,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def cpu() -> tuple[str, int]:
+    """The CPU model and how many cores this process may use (for the
+    machine line of a report)."""
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        nproc = len(os.sched_getaffinity(0))
+    except AttributeError:
+        nproc = os.cpu_count() or 0
+    return model, nproc

@@ -114,18 +114,7 @@ def isolate(work: Path) -> dict[str, str]:
 
 
 def machine() -> dict:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        nproc = len(os.sched_getaffinity(0))
-    except AttributeError:
-        nproc = os.cpu_count() or 0
+    model, nproc = C.cpu()
     rg = shutil.which("rg")
     rg_version = None
     if rg:

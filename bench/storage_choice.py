@@ -60,7 +60,7 @@ from session_recall.text.fold import CJK_CLASS, CJK_RUN, blank_placeholders, fol
 from session_recall.text.tokens import FTS_TOKENIZE, index_body, term_tokens  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus import SMALL_ENGLISH, Pool, TextGen, load_jieba_dict, small_english_weights  # noqa: E402
+from corpus import SMALL_ENGLISH, Pool, TextGen, cpu, load_jieba_dict, small_english_weights  # noqa: E402
 
 BATCH = 5000
 DOC_BEGIN = "<!-- measurements: begin (written by bench/storage_choice.py) -->"
@@ -476,18 +476,7 @@ def oracle(corpus: Corpus) -> dict[str, int]:
 
 
 def machine() -> dict[str, str]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        nproc = len(os.sched_getaffinity(0))
-    except AttributeError:
-        nproc = os.cpu_count() or 0
+    model, nproc = cpu()
     try:
         import jieba
 
