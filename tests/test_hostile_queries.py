@@ -22,10 +22,8 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 import typing
-from pathlib import Path
 
 import orjson
 import pytest
@@ -140,7 +138,7 @@ def caller_root(cwd: str | None) -> str:
 
 def calls(w: dict, value: str):
     """Every parameter a value can be passed in, with the statuses allowed there."""
-    ix, proj = w["ix"], w["proj"]
+    proj = w["proj"]
     yield "query", dict(query=value, cwd=proj), None
     yield "query/all", dict(query=value, all_projects=True), None
     yield "question", dict(query="", question=value, cwd=proj), None
