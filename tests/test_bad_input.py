@@ -9,6 +9,8 @@ and all of them together, through the real `Index.sync` on a real database.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import shutil
 from collections import Counter
@@ -386,3 +388,42 @@ def test_a_noise_heavy_log_indexes_exactly_its_messages(tmp_path, index):
     for word in rng.sample(words, 25):
         assert len(index.search(word)) == 1, word
     assert index.search("noiseword17") == []
+
+
+# --- folders that cannot be walked as they are ------------------------------------
+
+
+def _good_log(path: Path, word: str) -> None:
+    path.write_text(
+        json.dumps({"type": "session", "session_id": path.stem, "cwd": "/p", "started_at": "2026-01-01T00:00:00Z"})
+        + "\n" + json.dumps({"type": "message", "session_id": path.stem, "message_id": "m", "turn_id": "t",
+                              "role": "user", "ts": "2026-01-01T00:00:01Z", "text": word}) + "\n",
+        encoding="utf-8")
+
+
+def test_a_symlink_loop_is_counted_and_the_logs_beside_it_are_indexed(tmp_path):
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    _good_log(src / "a" / "one.jsonl", "quetzal")
+    os.symlink(src, src / "a" / "loop")  # a/loop -> src -> a -> loop ...
+    with Index.open(tmp_path / "r.db") as ix:
+        report = ix.sync([str(src)])
+        assert report.skipped.get("symlink_loop", 0) >= 1
+        assert [m.message_id for m, _ in ix.search("quetzal")] == ["m"]
+        assert ix.status()["skipped"].get("symlink_loop", 0) >= 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder whatever its mode")
+def test_an_unreadable_folder_is_counted_and_the_rest_is_indexed(tmp_path):
+    src = tmp_path / "src"
+    (src / "closed").mkdir(parents=True)
+    _good_log(src / "open.jsonl", "quetzal")
+    _good_log(src / "closed" / "hidden.jsonl", "axolotl")
+    os.chmod(src / "closed", 0)
+    try:
+        with Index.open(tmp_path / "r.db") as ix:
+            report = ix.sync([str(src)])
+            assert report.skipped.get("unreadable_dir") == 1
+            assert ix.search("quetzal") and not ix.search("axolotl")
+    finally:
+        os.chmod(src / "closed", 0o755)
