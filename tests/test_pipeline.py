@@ -101,3 +101,16 @@ def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path,
         assert ix.status()["messages"] == before + 1
         assert [m.message_id for m, _ in ix.search("zanzibar")] == ["late"]
     assert os.path.exists(tmp_path / "r.db")
+
+
+def test_each_batch_carries_the_parser_state_of_its_own_offset(tmp_path: Path):
+    """A batch's state is saved with its offset; a parser that changes its
+    nested state after the cut must not change the batch's copy."""
+    log = tmp_path / "two.jsonl"
+    lines = [{"type": "session", "session_id": "a", "cwd": "/a", "started_at": "2026-01-01T00:00:00Z"}]
+    lines += [{"type": "progress", "n": i} for i in range(30)]
+    lines += [{"type": "session", "session_id": "b", "cwd": "/b", "started_at": "2026-01-01T00:00:00Z"}]
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    out = list(pipeline.batches(str(log), "canonical", 0, {}, b"k", batch_lines=10, batch_bytes=1 << 20))
+    assert out[0].state == {"cwd": {"a": "/a"}}
+    assert out[-1].state == {"cwd": {"a": "/a", "b": "/b"}}

@@ -41,3 +41,16 @@ def test_the_fast_path_equals_the_full_alternation(text: str):
 def test_text_without_any_trigger_is_returned_as_it_is():
     text = "plain words, a path /usr/lib and 100% of nothing secret 中文"
     assert R.Redactor(b"k").redact(text) == (text, 0)
+
+
+def test_a_stream_never_stores_a_secret_whose_trigger_came_in_an_earlier_fragment():
+    """`Bearer` held back, then its token: stored whole only when the held
+    word is at hand; after a restart (held word lost) the next word goes too."""
+    r = R.Redactor(b"k" * 32)
+    token = " abcdef0123456789abcdefXYZ done"
+    first, _, held = r.stream("", "curl -H 'Authorization: Bearer", None)
+    assert held == "Bearer"
+    with_held, n, _ = r.stream(first, token, held)
+    assert "abcdef0123" not in with_held and n == 1
+    lost, _, _ = r.stream(first, token, None)
+    assert "abcdef0123" not in lost and lost.endswith(" done")

@@ -183,6 +183,9 @@ class Writer:
             # file, so its stream starts over here instead of being appended
             # to itself.
             self.counts["secrets_redacted"] += prep.secrets
+            self.held.pop(key, None)
+            if held is not None:
+                self.held[key] = held
         elif old_settled:
             self.skips["delta_after_settle"] += 1
             return

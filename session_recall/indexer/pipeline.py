@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import orjson
+
 from ..model import MessageEvent
 from ..text.redact import Redactor
 from . import files as F
@@ -54,7 +56,9 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
         for ev in events:
             if isinstance(ev, MessageEvent):
                 ev.prepared = prepare(ev, redactor)
-        b = Batch(events, skips, end, dict(parser.state), n_lines, end - start)
+        # A deep copy: the parser goes on changing its nested state, and this
+        # batch's offset must be saved with the state as it is here.
+        b = Batch(events, skips, end, orjson.loads(orjson.dumps(parser.state)), n_lines, end - start)
         events, skips, start, n_lines, noise = [], Counter(), end, 0, 0
         return b
 

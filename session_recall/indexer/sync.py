@@ -143,6 +143,7 @@ class Syncer:
         except BaseException:
             self.store.end_group(commit=False)
             self.writer.forget()
+            self.writer.held.clear()  # what they continue was rolled back
             raise
         self.store.end_group()
 
@@ -207,9 +208,12 @@ class Syncer:
                 continue
             for old_path, row in list(gone.items()):
                 _, fid, dev, ino, offset, phash = row
-                if (dev, ino) == (st.st_dev, st.st_ino) and (
-                    F.is_zst(real) or st.st_size >= offset and F.prefix_hash(real, offset) == phash
-                ):
+                try:
+                    same = (dev, ino) == (st.st_dev, st.st_ino) and (
+                        F.is_zst(real) or st.st_size >= offset and F.prefix_hash(real, offset) == phash)
+                except OSError:
+                    same = False
+                if same:
                     with self.store.atomic():
                         self.conn.execute("UPDATE files SET path = ?, missing = 0 WHERE id = ?", (real, fid))
                     del gone[old_path]
@@ -365,11 +369,20 @@ class Syncer:
                 else:
                     following = next(pending, None)
                     future = submit(following, following.offset, following.state) if following else None
-                for batch in out:
-                    self._commit(job, batch)
-                    if self.stop_requested:
-                        break
-                if done and not failed and not self.stop_requested:
+                committed = False
+                with self._file_errors(problems):  # the file can vanish between its read and its commit
+                    for batch in out:
+                        self._commit(job, batch)
+                        if self.stop_requested:
+                            break
+                    committed = True
+                if not committed and following is job:
+                    # Its next range starts past what was not committed: drop
+                    # it; the next pass resumes at the committed offset.
+                    future.cancel()
+                    following = next(pending, None)
+                    future = submit(following, following.offset, following.state) if following else None
+                if done and not failed and committed and not self.stop_requested:
                     self._finish(job)
                 job = following
             pool.shutdown(cancel_futures=True)
@@ -391,12 +404,21 @@ class Syncer:
         messages, its skip counts, the offset and parser state after it."""
         self.store.begin_group()
         skips = batch.skips
+        try:
+            self._commit_batch(job, batch, skips)
+        except BaseException:
+            self.writer.forget()  # its caches may name rows the savepoint undid
+            raise
+        self.skipped.update(skips)
+        self._batch_done(batch.lines, batch.nbytes)
+        self.report.bytes_read += batch.nbytes
+        self.report.lines += batch.lines
+        if self.progress:
+            self.progress(job.path, batch.end, job.st.st_size)
+
+    def _commit_batch(self, job: ReadJob, batch: P.Batch, skips: Counter[str]) -> None:
         with self.store.atomic():
-            try:
-                self.writer.apply(job.kind, job.fid, batch.events)
-            except BaseException:
-                self.writer.forget()
-                raise
+            self.writer.apply(job.kind, job.fid, batch.events)
             skips.update(self.writer.skips)
             self.writer.skips.clear()
             state = orjson.dumps(batch.state).decode()
@@ -411,12 +433,6 @@ class Syncer:
                     "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
                     (job.fid, reason, n),
                 )
-        self.skipped.update(skips)
-        self._batch_done(batch.lines, batch.nbytes)
-        self.report.bytes_read += batch.nbytes
-        self.report.lines += batch.lines
-        if self.progress:
-            self.progress(job.path, batch.end, job.st.st_size)
 
     def _finish(self, job: ReadJob) -> None:
         """The file was read to its last complete line: remember what it was."""

@@ -148,8 +148,11 @@ class Redactor:
         is after a secret that was already whole (for a private key: up to
         its END line)."""
         fragment = scrub(fragment)
-        if held is not None and stored.endswith(PENDING):
-            stored, fragment = stored[: -len(PENDING)], held + fragment
+        if stored.endswith(PENDING):
+            if held is not None:
+                stored, fragment = stored[: -len(PENDING)], held + fragment
+            else:  # the held word is lost: its continuation (the next word, after a `Bearer`) goes too
+                fragment = _FIRST_WORD.sub("", fragment, count=1)
         elif stored.endswith(PLACEHOLDER_CLOSE):
             fragment = _after_continuation(stored, fragment)
         text, n = self.redact(stored + fragment, keep_placeholders=True)
@@ -163,6 +166,7 @@ class Redactor:
 PENDING = f"{PLACEHOLDER_OPEN}pending:00000000{PLACEHOLDER_CLOSE}"
 # (with a `Bearer` before it: the credential is the word after the trigger)
 _LAST_WORD = re.compile(r"(?:\b[Bb]earer\s+)?\S+\Z")
+_FIRST_WORD = re.compile(r"\A\s*\S*")
 _KEY_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----")
 
 
