@@ -118,7 +118,18 @@ class Store:
             raise
         finally:
             self._depth = 0
-        self.conn.execute("COMMIT")
+        self._finish_transaction("COMMIT")
+
+    def _finish_transaction(self, verb: str) -> None:
+        """COMMIT or ROLLBACK; a COMMIT that fails (a full disk) is rolled
+        back, so the connection is never left inside a transaction that
+        nothing here knows of."""
+        try:
+            self.conn.execute(verb)
+        except BaseException:
+            if not self.conn.get_autocommit():
+                self.conn.execute("ROLLBACK")
+            raise
 
     def begin_group(self) -> None:
         """Open a transaction that several atomic() blocks join, so that many
@@ -131,7 +142,7 @@ class Store:
     def end_group(self, *, commit: bool = True) -> None:
         if self._depth == 1:
             self._depth = 0
-            self.conn.execute("COMMIT" if commit else "ROLLBACK")
+            self._finish_transaction("COMMIT" if commit else "ROLLBACK")
 
     # --- the writer lock --------------------------------------------------------
 
