@@ -254,15 +254,18 @@ def test_a_first_schema_database_upgrades_in_place_with_its_data(tmp_path, isola
             body = index_body(text) + ("\n" + index_body("\n".join(names)) if names else "")
             conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (seq, body))
     tables = ("meta", "sources", "files", "file_skips", "sessions", "messages")
-    before = {t: sorted(conn.execute(f"SELECT * FROM {t}")) for t in tables}
+    columns = {t: ", ".join(r[1] for r in conn.execute(f"PRAGMA table_info({t})")) for t in tables}
+    before = {t: sorted(conn.execute(f"SELECT {columns[t]} FROM {t}")) for t in tables}
     conn.close()
 
     with Index.open(db, settings=Settings()) as ix:
         assert ix.store.versions()["schema_version"] == len(migrations.MIGRATIONS)
         applied = migrations.applied(ix.store.conn)
         assert applied == sorted(f.__name__ for f in migrations.MIGRATIONS)
-        after = {t: sorted(ix.store.conn.execute(f"SELECT * FROM {t}")) for t in tables}
+        after = {t: sorted(ix.store.conn.execute(f"SELECT {columns[t]} FROM {t}")) for t in tables}
         assert after == before  # the upgrade touched no row
+        # m003 added messages.nfkc; rows written before it say "not known to be NFKC"
+        assert ix.store.conn.execute("SELECT DISTINCT nfkc FROM messages").fetchall() == [(0,)]
         st_ = ix.status()
         assert (st_["sessions"], st_["messages"], st_["skipped"]) == (1, 3, {"noise": 1})
         assert not st_["stale"]

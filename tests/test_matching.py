@@ -8,10 +8,14 @@ needs them) in a session titled "Résumé layout", and asks one query.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import apsw
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from session_recall.text.fold import fold, fold_form, literal_chars
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
 
 SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
@@ -201,3 +205,45 @@ def test_index_body_example():
 def test_term_tokens_examples(term, tokens, prefix):
     got = term_tokens(term, _unicode61)
     assert (got.tokens, got.prefix) == (tokens, prefix)
+
+
+# --- the fast paths of folding, against the definition --------------------------
+
+_FOLD_ALPHABET = st.sampled_from(
+    list("aZß ﬁ①２Ｆｏ，：！？　。、人们㐂㐄右手⼿㊨가ᄀ\u1161ｶﾞ\u0301\u0316Ａé\ue000")
+) | st.characters(blacklist_categories=("Cs",))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(_FOLD_ALPHABET, max_size=40))
+def test_fold_equals_nfkc_then_casefold(text):
+    want = unicodedata.normalize("NFKC", text).casefold()
+    assert fold(text) == want
+    folded, is_nfkc = fold_form(text)
+    assert folded == want and is_nfkc == (unicodedata.normalize("NFKC", text) == text)
+    if is_nfkc:
+        assert fold(text, nfkc=True) == want
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(_FOLD_ALPHABET, max_size=20), st.text(_FOLD_ALPHABET, min_size=1, max_size=4),
+       st.text(_FOLD_ALPHABET, max_size=20))
+def test_literal_chars_are_a_necessary_condition(before, raw_term, after):
+    """What the scans test in SQL before folding: a text whose fold holds a
+    term holds the term's literal characters (and the term itself when all of
+    its characters are literal and none is a combining mark)."""
+    text = before + raw_term + after
+    term = fold(raw_term)
+    if term not in fold(text):
+        return
+    chars = literal_chars(term)
+    assert all(c in text for c in chars)
+    if len(chars) > 1 and chars == set(term) and not any(map(unicodedata.combining, chars)):
+        assert term in text
+
+
+def test_literal_chars_examples():
+    assert literal_chars("㐂㐄") == {"㐂", "㐄"}
+    assert literal_chars("人") == set()  # ⼈ (a Kangxi radical) folds to it
+    assert literal_chars("font") == set()  # Ｆ and F fold to f
+    assert literal_chars("한") == set()  # composed from jamo

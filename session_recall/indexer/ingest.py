@@ -16,15 +16,17 @@ import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
 from ..text.redact import Redactor
-from ..text.tokens import index_body
+from ..text.tokens import index_body, index_body_form
 
 
-def fts_body(text: str, attachment_names: list[str]) -> str:
-    """The FTS5 document of one message: its text, then its attachment names."""
-    body = index_body(text)
+def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool]:
+    """The FTS5 document of one message (its text, then its attachment
+    names), and whether the text is in NFKC already (messages.nfkc: recall
+    then folds it without normalizing)."""
+    body, nfkc = index_body_form(text)
     if attachment_names:
         body += "\n" + index_body("\n".join(attachment_names))
-    return body
+    return body, nfkc
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Prepared:
     attachments: str | None  # JSON, names redacted
     names: list[str]
     body: str
+    nfkc: bool
 
 
 def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
@@ -53,7 +56,7 @@ def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
             names.append(d["name"])
             items.append(d)
         atts = orjson.dumps(items).decode()
-    return Prepared(text, n, atts, names, fts_body(text, names))
+    return Prepared(text, n, atts, names, *fts_body(text, names))
 
 
 class Writer:
@@ -138,7 +141,7 @@ class Writer:
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
             return
         prep = ev.prepared or prepare(ev, self.redactor)
-        text, atts, names, body = prep.text, prep.attachments, prep.names, prep.body
+        text, atts, names, body, nfkc = prep.text, prep.attachments, prep.names, prep.body, prep.nfkc
         key = (session, ev.message_id)
         held = None
         if ev.settled:
@@ -146,16 +149,17 @@ class Writer:
         else:  # the first fragment of a stream, unless the row exists (below)
             streamed, _, held = self.redactor.stream("", ev.text, None)
             if held is not None:
-                text, body = streamed, fts_body(streamed, names)
+                text, (body, nfkc) = streamed, fts_body(streamed, names)
         # Most messages are new: insert first, and look at the existing row
         # only when there is one (one statement fewer per message on a build).
         # (Not RETURNING: interleaved with FTS5 inserts it made a build 3x
         # slower here; changes() and last_insert_rowid() cost nothing.)
         seq = self._seq(session)
         self.conn.execute(
-            "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING",
-            (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id),
+            "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id, "
+            "nfkc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING",
+            (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id,
+             int(nfkc)),
         )
         if self.conn.changes():
             if held is not None:
@@ -198,11 +202,11 @@ class Writer:
                 prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
-            body = fts_body(text, names)
+            body, nfkc = fts_body(text, names)
         self.conn.execute(
-            "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ? "
-            "WHERE id = ?",
-            (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, rowid),
+            "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ?, "
+            "nfkc = ? WHERE id = ?",
+            (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, int(nfkc), rowid),
         )
         self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1

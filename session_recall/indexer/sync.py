@@ -477,8 +477,10 @@ class Syncer:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
-                self.conn.execute("UPDATE messages SET text = ?, attachments = ? WHERE id = ?", (text, atts, rowid))
-                self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(text, names)))
+                body, nfkc = fts_body(text, names)
+                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ? WHERE id = ?",
+                                  (text, atts, int(nfkc), rowid))
+                self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
         self.writer.forget()

@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import math
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,12 +31,12 @@ import orjson
 
 from ..config import Settings
 from ..model import Diagnostics, Envelope, Result
-from ..text.fold import HAS_CJK, match_text, replace_lone_surrogates
+from ..text.fold import HAS_CJK, literal_chars, match_text, replace_lone_surrogates
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
 from .gates import Confirm, Scope, decide_scope, resolve, session_path, under
-from .match import occurs
+from .match import needs_collapse, occurs
 from .parse import Term, fts_phrase
 from .retrieve import Retriever
 
@@ -64,6 +65,13 @@ CANDIDATE_BUDGET = 5000
 # mixed set).
 COVERAGE_POWER = 0.5
 TITLE_WEIGHT = 1.0
+# Question mode re-scores only the first QUESTION_POOL verified hits in bm25
+# order (bm25 already favours messages holding more keywords). Measured with
+# bench/quality/run.py --set all (docs/quality.md): every figure is the same
+# at a pool of 100, 300, 1,000 or 5,000, and moves first at 30 (message
+# hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
+# question on the bench's 250 MB corpus cost tens of ms, not seconds.
+QUESTION_POOL = 200
 # Partial matches (no message has every term) are looked for only in queries
 # of at most this many terms: each candidate of the ORed terms is checked for
 # every term, and a pasted 100 KB query of thousands of terms would take minutes.
@@ -187,15 +195,42 @@ class Engine:
     def _fts(self, expr: str, scope_sql: str, params: list, run: Run):
         score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
+        # Only keys and scores are sorted (every match is scored); the text of
+        # a candidate is read when verification reaches it.
         return self.conn.execute(
-            f"SELECT m.id, m.session, m.turn_id, m.ts, m.text, m.attachments, {score} AS score "
+            f"SELECT m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0, {score} AS score "
             "FROM message_fts JOIN messages m ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
             f"WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}",
             [expr, *params],
         )
 
-    def _scan(self, scope_sql: str, params: list, run: Run):
-        """Stored text of in-scope sessions, most recent first, within the budget."""
+    @staticmethod
+    def _literal_sql(terms: list[Term], any_term: bool) -> tuple[str, list[str]]:
+        """A necessary condition, in SQL, for a message to hold the terms: the
+        characters of each that a matching text must hold literally
+        (fold.literal_chars), so a scan folds only the messages that pass."""
+        conds: list[str] = []
+        params: list[str] = []
+        for t in terms:
+            chars = sorted(literal_chars(t.folded))
+            if len(chars) > 1 and set(chars) == set(t.folded) and not any(map(unicodedata.combining, chars)):
+                # Every character is literal, none moves in the normalization
+                # and none folds to nothing: the term itself is in the text.
+                chars = [t.folded]
+            if not chars:
+                if any_term:
+                    return "", []  # this term may be anywhere
+                continue
+            conds.append("(" + " AND ".join(["(instr(text, ?) OR instr(coalesce(attachments, ''), ?))"] * len(chars))
+                         + ")")
+            params += [c for c in chars for _ in (0, 1)]
+        if not conds:
+            return "", []
+        return " AND (" + (" OR " if any_term else " AND ").join(conds) + ")", params
+
+    def _scan(self, scope_sql: str, params: list, run: Run, literal: tuple[str, list[str]] = ("", [])):
+        """Stored text of in-scope sessions, most recent first, within the
+        budget; `literal` (from _literal_sql) leaves out messages that cannot match."""
         budget = self.settings.scan_budget_sessions
         pinned = ""
         if self.settings.pinned_cwds:  # pinned cwds first here too (and scanned first, within the budget)
@@ -213,17 +248,22 @@ class Engine:
         for (sid,) in sessions:
             run.sessions_scanned += 1
             yield from self.conn.execute(
-                "SELECT id, session, turn_id, ts, text, attachments, 0.0 FROM messages WHERE session = ? "
-                "ORDER BY ts DESC, id DESC", (sid,))
+                f"SELECT id, session, turn_id, ts, text, attachments, nfkc, 0.0 FROM messages WHERE session = ?"
+                f"{literal[0]} ORDER BY ts DESC, id DESC", (sid, *literal[1]))
 
-    @staticmethod
-    def _verify(rows, terms: list[Term], *, need_all: bool, run: Run):
+    def _verify(self, rows, terms: list[Term], *, need_all: bool, run: Run):
+        """Hits among candidate rows (id, session, turn, ts, text, attachments,
+        nfkc, score), in their order; a row without text is read here."""
         folded = [t.folded for t in terms]
-        for rowid, session, turn, ts, text, atts, score in rows:
+        collapse = needs_collapse(folded)
+        for rowid, session, turn, ts, text, atts, nfkc, score in rows:
             run.candidates += 1
-            fields = [match_text(text)]
+            if text is None:
+                text, atts, nfkc = self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
+                                                     (rowid,)).fetchone()
+            fields = [match_text(text, collapse, nfkc)]
             if atts:
-                fields += [match_text(a["name"]) for a in orjson.loads(atts)]
+                fields += [match_text(a["name"], collapse) for a in orjson.loads(atts)]
             matched = []
             for t in folded:
                 if any(occurs(t, f) for f in fields):
@@ -236,10 +276,12 @@ class Engine:
     def _hits(self, terms: list[Term], scope: Scope, run: Run, *, any_term: bool = False):
         """Verified hits in rank order, choosing the engine."""
         scope_sql, params = self._scope_sql(scope)
+        literal = self._literal_sql(terms, any_term)
         indexed = [t for t in terms if t.tokens.tokens]
         if not indexed or (any_term and len(indexed) < len(terms)):
             run.engine = "session-scan"
-            yield from self._verify(self._scan(scope_sql, params, run), terms, need_all=not any_term, run=run)
+            yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
+                                    run=run)
             return
         joiner = " OR " if any_term else " AND "
         expr = joiner.join(fts_phrase(t.tokens) for t in indexed)
@@ -251,7 +293,8 @@ class Engine:
         if not found and any(HAS_CJK.search(t.folded) for t in terms):
             # The index should have answered; an exact scan makes sure.
             run.engine = "cjk-fallback"
-            yield from self._verify(self._scan(scope_sql, params, run), terms, need_all=not any_term, run=run)
+            yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
+                                    run=run)
 
     # --- selection --------------------------------------------------------------
 
@@ -402,7 +445,13 @@ class Engine:
                                    f"only in queries of at most {PARTIAL_MAX_TERMS} terms")
         elif not selected and len(terms) >= 2 and not kw_terms:
             partial_run = Run()
-            ranked = self._by_coverage(self._hits(terms, scope, partial_run, any_term=True))
+            alive = self._possible(terms)
+            if not alive:
+                ranked = iter(())
+            elif len(alive) == 1:  # every hit has the one term: coverage ties, rank order stands
+                ranked = self._hits(alive, scope, partial_run)
+            else:
+                ranked = self._by_coverage(self._hits(alive, scope, partial_run, any_term=True))
             selected, more = self._select(ranked, limit, need)
             for h in selected:
                 h.partial = True
@@ -459,6 +508,14 @@ class Engine:
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
                               redacted=rend.redacted, terms=term_names)
 
+    def _possible(self, terms: list[Term]) -> list[Term]:
+        """The terms some message may hold: a term the index holds no
+        candidate for anywhere matches nothing (candidates are a superset),
+        unless the index cannot vouch for it (no tokens; or CJK, which the
+        fallback scan re-checks)."""
+        return [t for t in terms if not t.tokens.tokens or HAS_CJK.search(t.folded) or self.conn.execute(
+            "SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT 1", (fts_phrase(t.tokens),)).fetchone()]
+
     def _rank_by_keywords(self, hits, kw_terms: list[Term], kw_group: dict[str, int]):
         """query AND-filters; the question's keywords rank (more keywords first,
         a keyword and its variants counting once). Examines at most
@@ -499,7 +556,7 @@ class Engine:
         (see COVERAGE_POWER), then ordered: pinned cwds first (when
         configured), score, coverage, newer, id. Which messages are returned
         does not change, only their order."""
-        pool = list(itertools.islice(hits, CANDIDATE_BUDGET))
+        pool = list(itertools.islice(hits, QUESTION_POOL))
         if not pool:
             return iter(pool)
         idf = self._group_idf(kw_terms, kw_group)

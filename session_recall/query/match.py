@@ -32,5 +32,11 @@ def occurs(term: str, text: str) -> bool:
 
 def message_matches(terms: list[str], text: str, attachment_names: list[str]) -> bool:
     """Every term occurs in the text or in one of the attachment names."""
-    fields = [match_text(text)] + [match_text(n) for n in attachment_names]
+    collapse = needs_collapse(terms)
+    fields = [match_text(text, collapse)] + [match_text(n, collapse) for n in attachment_names]
     return all(any(occurs(t, f) for f in fields) for t in terms)
+
+
+def needs_collapse(terms: list[str]) -> bool:
+    """Whether any folded term holds a space (the only white space a folded term has)."""
+    return any(" " in t for t in terms)

@@ -49,9 +49,42 @@ WHITE_SPACE_CLASS = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202
 _WS = re.compile(f"[{WHITE_SPACE_CLASS}]+")
 
 
-def fold(text: str) -> str:
-    """NFKC, then full case folding: the one normal form of text and queries."""
-    return unicodedata.normalize("NFKC", text).casefold()
+# Full-width ASCII and the ideographic space: the characters NFKC changes that
+# Chinese and Japanese text is full of (，：；！？（）). unicodedata.normalize
+# returns at once a string its quick check finds in NFKC, and is slow on one
+# it must rebuild; replacing these first by their NFKC forms (a str.replace
+# per distinct character present) leaves most text passing the quick check:
+# 4x faster on the bench's mixed corpus. It is exact: NFKC(s) == NFKC(s with
+# any character c replaced by NFKC(c)), since both have the same compatibility
+# decomposition, and the normalization that follows still composes and
+# reorders what it must.
+_WIDE = re.compile("[\u3000\uff01-\uff5e]")
+_WIDE_TABLE = {chr(cp): unicodedata.normalize("NFKC", chr(cp)) for cp in [0x3000, *range(0xFF01, 0xFF5F)]}
+
+
+def _nfkc(text: str) -> str:
+    for ch in set(_WIDE.findall(text)):
+        text = text.replace(ch, _WIDE_TABLE[ch])
+    return unicodedata.normalize("NFKC", text)
+
+
+def fold(text: str, nfkc: bool = False) -> str:
+    """NFKC, then full case folding: the one normal form of text and queries.
+    ASCII text is its own NFKC form and folds as lower(); isascii() costs
+    nothing (CPython keeps the flag). `nfkc=True` says the text is known to be
+    in NFKC already (the indexer records it per message: fold_form), which
+    saves the normalization, the dearest step."""
+    if text.isascii():
+        return text.lower()
+    return (text if nfkc else _nfkc(text)).casefold()
+
+
+def fold_form(text: str) -> tuple[str, bool]:
+    """fold(text), and whether `text` is in NFKC already."""
+    if text.isascii():
+        return text.lower(), True
+    normal = _nfkc(text)
+    return normal.casefold(), normal == text
 
 
 def blank_placeholders(text: str) -> str:
@@ -71,9 +104,15 @@ def replace_lone_surrogates(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def match_text(text: str) -> str:
-    """The string the match predicate reads for one stored field."""
-    return _WS.sub(" ", fold(blank_placeholders(text)))
+def match_text(text: str, collapse: bool = True, nfkc: bool = False) -> str:
+    """The string the match predicate reads for one stored field.
+
+    `collapse=False` leaves runs of white space as they are: a term without
+    white space occurs, and has the same neighbours, either way (no white
+    space is a word character), so only terms with a space need the collapse,
+    which costs as much as the folding."""
+    folded = fold(blank_placeholders(text), nfkc)
+    return _WS.sub(" ", folded) if collapse else folded
 
 
 @lru_cache(maxsize=65536)
@@ -90,3 +129,32 @@ def is_word_char(ch: str) -> bool:
         return False
     cat = unicodedata.category(ch)
     return cat[0] in "LNM" or cat == "Co"
+
+
+@lru_cache(maxsize=1)
+def _fold_images() -> frozenset[str]:
+    """Every character that folding produces from some other character
+    (computed once, in about 0.2 s, by the first scan that asks)."""
+    images: set[str] = set()
+    for cp in range(0x110000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        c = chr(cp)
+        if not unicodedata.decomposition(c) and c.casefold() == c:
+            continue  # NFKC leaves a character without decomposition alone
+        f = fold(c)
+        if f != c:
+            images.update(f)
+    return frozenset(images)
+
+
+def literal_chars(folded_term: str) -> set[str]:
+    """Characters of a folded term that every text whose fold holds the term
+    holds literally: those no other character folds to, that no composition
+    makes (no decomposition; not a Hangul syllable, composed from jamo by an
+    algorithm), and that fold to themselves. A scan tests them in SQL before
+    it folds anything (a necessary condition, so it stays exact)."""
+    images = _fold_images()
+    return {c for c in folded_term
+            if c not in images and not unicodedata.decomposition(c) and not "\uac00" <= c <= "\ud7a3"
+            and fold(c) == c and not c.isspace()}

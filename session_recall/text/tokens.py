@@ -28,7 +28,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from .fold import CJK_RUN, blank_placeholders, fold
+from .fold import CJK_RUN, blank_placeholders, fold_form
 
 TOKENIZER_VERSION = 2
 # unicode61 must not strip diacritics or split on marks, so that its tokens are
@@ -72,7 +72,17 @@ def words_only(folded: str) -> str:
 
 def index_body(text: str) -> str:
     """The string handed to FTS5 for one stored field of a message."""
-    folded = words_only(fold(blank_placeholders(text)))
+    return index_body_form(text)[0]
+
+
+def index_body_form(text: str) -> tuple[str, bool]:
+    """index_body(text), and whether `text` is in NFKC already (placeholders
+    are: private-use characters and ASCII)."""
+    folded, nfkc = fold_form(blank_placeholders(text))
+    return _grams(words_only(folded)), nfkc
+
+
+def _grams(folded: str) -> str:
     if not CJK_RUN.search(folded):
         return folded
     out: list[str] = []
