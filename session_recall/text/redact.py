@@ -42,11 +42,19 @@ _SECRET = re.compile("|".join(f"(?P<{kind}>{pat})" for kind, pat in _PATTERNS))
 
 # What every match of a kind contains: a literal, or for `password` a cheap
 # search. Most text contains none of them, and is returned untouched after a
-# few substring tests in C; otherwise only the kinds whose trigger is present
-# are tried. Leaving out a kind whose trigger is absent cannot change a match,
-# since that alternative could never have matched (measured: the full
-# alternation alone runs at about 3.5 MB/s).
-_PASSWORD_KEY = re.compile(r"(?i:password|passwd|pwd|api_key|apikey|api-key|secret|token)=")
+# few substring tests in C (far faster than one regex alternation of the same
+# literals, which ran at about 20 MB/s); otherwise only the kinds whose
+# trigger is present are tried. Leaving out a kind whose trigger is absent
+# cannot change a match, since that alternative could never have matched
+# (measured: the full alternation alone runs at about 3.5 MB/s).
+#
+# `password=` and the like, case-insensitively: written as an `=` with the key
+# behind it, so that the regex engine looks only at the `=` signs (a literal
+# first character: a fast scan) instead of trying the alternation at every
+# position (which ran at about 28 MB/s; this, 50 times faster on the bench).
+_PASSWORD_KEY = re.compile("=(?:" + "|".join(
+    f"(?<=(?i:{re.escape(k)})=)" for k in ("password", "passwd", "pwd", "api_key", "apikey", "api-key", "secret", "token"))
+    + ")")
 _TRIGGERS: dict[str, tuple[str, ...] | re.Pattern[str]] = {
     "private_key": ("PRIVATE KEY-----",),
     "bearer": ("earer",),
@@ -65,14 +73,8 @@ _PATTERN_OF = dict(_PATTERNS)
 _SUBSETS: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 
-_ANY_TRIGGER = re.compile("|".join(
-    [re.escape(t) for trig in _TRIGGERS.values() if isinstance(trig, tuple) for t in trig] + [_PASSWORD_KEY.pattern]))
-
-
 def _secret_pattern(text: str) -> re.Pattern[str] | None:
     """The alternation of the kinds that could match in `text`, or None."""
-    if _ANY_TRIGGER.search(text) is None:  # the common case, in one pass
-        return None
     kinds = []
     for kind, trigger in _TRIGGERS.items():
         if isinstance(trigger, tuple):
@@ -87,6 +89,8 @@ def _secret_pattern(text: str) -> re.Pattern[str] | None:
     if pattern is None:
         pattern = _SUBSETS[key] = re.compile("|".join(f"(?P<{k}>{_PATTERN_OF[k]})" for k in key))
     return pattern
+
+
 # Characters a secret may continue with when it arrives split across deltas.
 _CONTINUATION = re.compile(r"[A-Za-z0-9_\-+/=.]+")
 
@@ -157,7 +161,7 @@ class Redactor:
             fragment = _after_continuation(stored, fragment)
         text, n = self.redact(stored + fragment, keep_placeholders=True)
         tail = _LAST_WORD.search(text)
-        if tail and _ANY_TRIGGER.search(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
+        if tail and _secret_pattern(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
             return text[: tail.start()] + PENDING, n, tail.group()
         return text, n, None
 
