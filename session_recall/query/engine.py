@@ -212,7 +212,9 @@ class Engine:
         conds: list[str] = []
         params: list[str] = []
         for t in terms:
-            chars = sorted(literal_chars(t.folded))
+            # Attachment names are tested in their JSON, where a control
+            # character, `"` or `\` is escaped: those are not looked for.
+            chars = sorted(c for c in literal_chars(t.folded) if orjson.dumps(c)[1:-1].decode() == c)
             if len(chars) > 1 and set(chars) == set(t.folded) and not any(map(unicodedata.combining, chars)):
                 # Every character is literal, none moves in the normalization
                 # and none folds to nothing: the term itself is in the text.
