@@ -158,6 +158,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
     if st["skipped"]:
         click.echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
+    if st["waiting"]:
+        click.echo("waiting: " + ", ".join(f"{k} {v}" for k, v in st["waiting"].items())
+                   + " (a log's last line has no newline yet; it is read when it comes)")
 
 
 def _confirm_on_terminal(question: str) -> bool | None:

@@ -194,6 +194,11 @@ class Index:
                 "FROM sources s LEFT JOIN files f ON f.source_id = s.id GROUP BY s.id ORDER BY s.id"
             )
         ]
+        # Not skipped but not read yet: a plain log whose last line had no
+        # newline when it was last read (its size then is past the offset
+        # consumed, which ends at a newline). It is read when the newline comes.
+        partial = c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
+                            "AND path NOT LIKE '%.zst'").fetchone()[0]
         db = Path(self.store.path)
         return {
             "db": str(db),
@@ -202,6 +207,7 @@ class Index:
             "messages": c.execute("SELECT count(*) FROM messages").fetchone()[0],
             "streaming": c.execute("SELECT count(*) FROM messages WHERE settled = 0").fetchone()[0],
             "skipped": skipped,
+            "waiting": {"partial_last_line": partial} if partial else {},
             "sources": sources,
             **self.store.versions(),
             "stale": self.store.stale_versions(),

@@ -13,6 +13,9 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -27,12 +30,15 @@ CWD = "/home/ada/bad"
 
 class Case:
     """What indexing one bad file must give: the skip counts of status(), the
-    words that find exactly one message (by id), and words that find none."""
+    words that find exactly one message (by id), words that find none, and
+    what status() says is waiting (not skipped, not read yet)."""
 
-    def __init__(self, skipped: dict[str, int], found: dict[str, str], absent: tuple[str, ...] = ()):
+    def __init__(self, skipped: dict[str, int], found: dict[str, str], absent: tuple[str, ...] = (),
+                 waiting: dict[str, int] | None = None):
         self.skipped = skipped
         self.found = found
         self.absent = absent
+        self.waiting = waiting or {}
 
 
 def around(slug: str, **more: str) -> dict[str, str]:
@@ -63,8 +69,9 @@ CASES: dict[str, Case] = {
     # A raw NUL inside a string, a line of NULs, NULs before an object; an
     # escaped \u0000 is valid JSON and its message is indexed.
     "nul_bytes.jsonl": Case({"nul_bytes": 3}, around("nul", nulescaped="escaped"), ("nulraw", "nulleading")),
-    # The last line has no newline: it waits for it, neither read nor counted.
-    "no_trailing_newline.jsonl": Case({}, around("partial"), ("partialpending",)),
+    # The last line has no newline: it waits for it, not read, not skipped,
+    # and status says that a last line is waiting.
+    "no_trailing_newline.jsonl": Case({}, around("partial"), ("partialpending",), {"partial_last_line": 1}),
     # progress, usage, token_count, "Message", "message_v2", "", and payloads
     # that mention "message" and "session" in nested fields.
     "unknown_types.jsonl": Case({"noise": 9}, around("unknown"),
@@ -206,6 +213,7 @@ def test_a_bad_file_is_counted_and_its_good_lines_indexed(name, tmp_path, index)
 
     status = index.status()
     assert status["skipped"] == case.skipped
+    assert status["waiting"] == case.waiting
     assert status["messages"] == len(set(case.found.values()))
     check(index, case)
 
@@ -237,6 +245,7 @@ def test_all_bad_files_together(tmp_path, index):
     status = index.status()
     assert status["skipped"] == dict(expected)
     assert report.skipped == dict(expected)
+    assert status["waiting"] == dict(sum((Counter(c.waiting) for c in cases.values()), Counter()))
     assert status["messages"] == sum(len(set(c.found.values())) for c in cases.values())
     for case in cases.values():
         check(index, case)
@@ -258,6 +267,12 @@ def test_status_on_the_command_line_counts_the_same(tmp_path, run_recall):
 
     expected = sum((Counter(c.skipped) for c in cases.values()), Counter())
     assert orjson.loads(shown.stdout)["skipped"] == dict(expected)
+    assert orjson.loads(shown.stdout)["waiting"] == {"partial_last_line": 1}
+
+    text = run_recall("--db", db, "status")
+    assert text.returncode == 0, text.stderr
+    assert "skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(expected.items())) in text.stdout
+    assert "waiting: partial_last_line 1 " in text.stdout
 
 
 # --- classes that need a second look -------------------------------------------
@@ -268,6 +283,7 @@ def test_a_last_line_without_newline_is_indexed_when_the_newline_comes(tmp_path,
     shutil.copyfile(BAD / "no_trailing_newline.jsonl", log)
     index.sync([str(log)])
     assert message_ids(index, "partialpending") == []
+    assert index.status()["waiting"] == {"partial_last_line": 1}
 
     with open(log, "ab") as fh:
         fh.write(b"\n")
@@ -275,6 +291,7 @@ def test_a_last_line_without_newline_is_indexed_when_the_newline_comes(tmp_path,
 
     assert message_ids(index, "partialpending") == ["pending"]
     assert index.status()["skipped"] == {}
+    assert index.status()["waiting"] == {}
 
 
 def test_an_empty_file_stops_being_counted_once_it_is_written(tmp_path, index):
@@ -413,17 +430,149 @@ def test_a_symlink_loop_is_counted_and_the_logs_beside_it_are_indexed(tmp_path):
         assert ix.status()["skipped"].get("symlink_loop", 0) >= 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder whatever its mode")
-def test_an_unreadable_folder_is_counted_and_the_rest_is_indexed(tmp_path):
-    src = tmp_path / "src"
-    (src / "closed").mkdir(parents=True)
-    _good_log(src / "open.jsonl", "quetzal")
-    _good_log(src / "closed" / "hidden.jsonl", "axolotl")
-    os.chmod(src / "closed", 0)
+# As root, a folder of mode 0 is readable: root's CAP_DAC_OVERRIDE and
+# CAP_DAC_READ_SEARCH pass over file modes. The indexer then runs as a real
+# `recall index` subprocess that gives up that power before it starts: as the
+# `nobody` user (setgid/setuid), or, where nobody cannot run this Python (an
+# interpreter under root's home, say), as root without those two capabilities
+# (dropped from its bounding set, so that exec does not give them back, and
+# from its inheritable, permitted and effective sets).
+
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
+PR_CAPBSET_DROP = 24
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _as_nobody():
+    """A preexec_fn that makes the child the `nobody` user (looked up here, not
+    in the child, where only plain system calls are safe)."""
+    import pwd
+
+    entry = pwd.getpwnam("nobody")
+
+    def become() -> None:
+        os.setgroups([])
+        os.setgid(entry.pw_gid)
+        os.setuid(entry.pw_uid)
+
+    become.uid, become.gid = entry.pw_uid, entry.pw_gid
+    return become
+
+
+def _without_file_mode_bypass():
+    """A preexec_fn that leaves the child root, without the two capabilities."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    header, data = Header(LINUX_CAPABILITY_VERSION_3, 0), (Data * 2)()
+    keep = ~((1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH)) & 0xFFFFFFFF
+
+    def drop() -> None:
+        for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
+            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+        if libc.capget(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capget")
+        data[0].effective &= keep
+        data[0].permitted &= keep
+        data[0].inheritable &= keep
+        if libc.capset(ctypes.byref(header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capset")
+
+    return drop
+
+
+PROBE = """
+import os, sys
+import session_recall  # this identity can run the product
+try:
+    os.listdir(sys.argv[1])
+except PermissionError:
+    sys.exit(0)
+sys.exit(3)
+"""
+
+
+def _kept_out(preexec, closed: Path, env: dict[str, str], cwd: Path) -> str | None:
+    """None if a child made with `preexec` runs the product and cannot read
+    `closed`; else why not."""
     try:
-        with Index.open(tmp_path / "r.db") as ix:
-            report = ix.sync([str(src)])
-            assert report.skipped.get("unreadable_dir") == 1
-            assert ix.search("quetzal") and not ix.search("axolotl")
+        probe = subprocess.run([sys.executable, "-c", PROBE, str(closed)], preexec_fn=preexec, env=env, cwd=cwd,
+                               capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"could not start it ({e})"
+    if probe.returncode == 3:
+        return "it still reads a folder of mode 0"
+    if probe.returncode != 0:
+        return f"it cannot run the product ({(probe.stderr.strip().splitlines() or ['?'])[-1]})"
+    return None
+
+
+def _index_as_unprivileged(recall_cmd: list[str], tree: Path, src: Path, closed: Path,
+                           db: Path) -> tuple[dict, dict]:
+    """As root: `recall index` and `recall status` in a child that cannot read
+    `closed`; their reports. Skips when no such child can be made."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALL_")}
+    env |= {"HOME": str(tree), "XDG_DATA_HOME": str(tree / "data"), "XDG_CONFIG_HOME": str(tree / "config"),
+            "PYTHONDONTWRITEBYTECODE": "1"}
+    why = {}
+    for name, make in (("as nobody", _as_nobody),
+                       ("without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH", _without_file_mode_bypass)):
+        try:
+            preexec = make()
+        except (KeyError, OSError) as e:  # no such user; no libc to call
+            why[name] = f"not available ({e})"
+            continue
+        why[name] = _kept_out(preexec, closed, env, tree)
+        if why[name] is None:
+            break
+    else:
+        pytest.skip("running as root, which reads every folder whatever its mode, and no child could be kept "
+                    "out of one: " + "; ".join(f"{k}: {v}" for k, v in why.items()))
+    if make is _as_nobody:
+        os.chown(db.parent, preexec.uid, preexec.gid)  # the only files the child writes: the database's
+
+    def recall(*args: str) -> dict:
+        done = subprocess.run([*recall_cmd, "--db", str(db), *args], preexec_fn=preexec, env=env, cwd=tree,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return orjson.loads(done.stdout)
+
+    return recall("index", "--json", str(src)), recall("status", "--json")
+
+
+def test_an_unreadable_folder_is_counted_and_the_rest_is_indexed(recall_cmd):
+    # A tree that the child can reach whoever it runs as (a test's own tmp_path
+    # lies in a folder only its owner may enter), with a database folder it owns.
+    tree = Path(tempfile.mkdtemp(prefix="recall-unreadable-"))
+    src, closed, db = tree / "src", tree / "src" / "closed", tree / "db" / "r.db"
+    try:
+        closed.mkdir(parents=True)
+        db.parent.mkdir()
+        _good_log(src / "open.jsonl", "quetzal")
+        _good_log(closed / "hidden.jsonl", "axolotl")
+        os.chmod(tree, 0o755)
+        os.chmod(closed, 0)
+        if os.geteuid() == 0:
+            report, status = _index_as_unprivileged(recall_cmd, tree, src, closed, db)
+            assert report["skipped"].get("unreadable_dir") == 1
+            assert status["skipped"].get("unreadable_dir") == 1
+            assert status["messages"] == 1
+        else:
+            with Index.open(db) as ix:
+                report = ix.sync([str(src)])
+                assert report.skipped.get("unreadable_dir") == 1
+                assert ix.status()["skipped"].get("unreadable_dir") == 1
+        with Index.open(db) as ix:
+            assert [m.message_id for m, _ in ix.search("quetzal")] == ["m"]
+            assert not ix.search("axolotl")
     finally:
-        os.chmod(src / "closed", 0o755)
+        os.chmod(closed, 0o755)
+        shutil.rmtree(tree)

@@ -3,6 +3,12 @@
 Offsets count bytes of the log as written: of the file for plain `.jsonl`, of
 the decompressed stream for `.jsonl.zst`. A line is consumed only with its
 newline; a last line still being written waits for it.
+
+A log can change while it is read (truncated, written again, replaced). The
+signature of a consumed prefix is therefore kept from the bytes as they were
+read (`Prefix`), not read back from the file afterwards: the writer compares it
+with the file before it commits, and a reader that starts at an offset first
+checks that the prefix is still the one an earlier read consumed.
 """
 
 from __future__ import annotations
@@ -74,6 +80,19 @@ def discover(root: str, problems: Counter[str]) -> list[str]:
     return found
 
 
+# Why a log is no longer what was read of it (counted in `source_problems`).
+TRUNCATED = "truncated_while_read"
+REWRITTEN = "rewritten_while_read"
+
+
+class FileChanged(Exception):
+    """A log changed under its reader: it is not what was read of it."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)  # the only argument: it pickles across processes
+        self.reason = reason
+
+
 def _blake(*parts: bytes) -> str:
     h = hashlib.blake2b(digest_size=16)
     for p in parts:
@@ -94,6 +113,46 @@ def prefix_hash(path: str, offset: int) -> str:
     return _blake(str(offset).encode(), head, tail)
 
 
+class Prefix:
+    """The signature of a consumed prefix (what `prefix_hash` reads back from
+    the file), kept from the bytes as they are read: the first HEAD_SAMPLE
+    bytes, the last TAIL_SAMPLE bytes, and the offset."""
+
+    __slots__ = ("head", "offset", "tail")
+
+    def __init__(self, offset: int = 0, head: bytes = b"", tail: bytes = b""):
+        self.offset = offset
+        self.head = head
+        self.tail = tail
+
+    @classmethod
+    def read(cls, fd: int, offset: int) -> Prefix:
+        """The samples of the first `offset` bytes of an open file (positional
+        reads: the file's position is left as it is). A file shorter than
+        `offset` gives samples whose signature is not the prefix's."""
+        head = os.pread(fd, min(offset, HEAD_SAMPLE), 0)
+        start = max(0, offset - TAIL_SAMPLE)
+        return cls(offset, head, os.pread(fd, offset - start, start))
+
+    def digest(self, data: bytes = b"", upto: int = 0) -> str:
+        """The signature at `offset + upto`, had `data[:upto]` (the bytes just
+        after `offset`) been consumed too."""
+        head = self.head
+        if upto and len(head) < HEAD_SAMPLE:
+            head += data[:min(upto, HEAD_SAMPLE - len(head))]
+        tail = data[max(0, upto - TAIL_SAMPLE):upto]
+        if len(tail) < TAIL_SAMPLE:
+            tail = (self.tail + tail)[-TAIL_SAMPLE:]
+        return _blake(str(self.offset + upto).encode(), head, tail)
+
+    def advance(self, data: bytes) -> None:
+        """`data`, the bytes just after `offset`, are consumed."""
+        if len(self.head) < HEAD_SAMPLE:
+            self.head += data[:HEAD_SAMPLE - len(self.head)]
+        self.tail = (self.tail + data[-TAIL_SAMPLE:])[-TAIL_SAMPLE:]
+        self.offset += len(data)
+
+
 def file_identity(path: str, size: int) -> str:
     """A signature of a whole compressed file: size, head and tail."""
     with open(path, "rb") as fh:
@@ -103,8 +162,16 @@ def file_identity(path: str, size: int) -> str:
     return _blake(str(size).encode(), head, tail)
 
 
-def _chunks(path: str, offset: int) -> Iterator[bytes]:
+def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | None = None) -> Iterator[bytes]:
     with open(path, "rb") as fh:
+        if prefix is not None and not is_zst(path):
+            # The samples of what was consumed before `offset`, through the
+            # file now open: if they are not what was consumed, what follows
+            # is not its continuation.
+            start = Prefix.read(fh.fileno(), offset)
+            if expect is not None and offset and start.digest() != expect:
+                raise FileChanged(TRUNCATED if os.fstat(fh.fileno()).st_size < offset else REWRITTEN)
+            prefix.offset, prefix.head, prefix.tail = start.offset, start.head, start.tail
         if is_zst(path):
             reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
             skip = offset
@@ -120,12 +187,19 @@ def _chunks(path: str, offset: int) -> Iterator[bytes]:
             yield chunk
 
 
-def read_blocks(path: str, offset: int) -> Iterator[bytes]:
+def read_blocks(path: str, offset: int, *, expect: str | None = None,
+                prefix: Prefix | None = None) -> Iterator[bytes]:
     """The bytes after `offset` in blocks that each end with a newline (about
     CHUNK bytes; a line of any length arrives whole, in one block). A last line
-    without its newline is not returned: it waits for it."""
+    without its newline is not returned: it waits for it.
+
+    Given `prefix` (a plain file), it is set, when the file is opened, to the
+    samples of the bytes before `offset` (the caller advances it over the
+    blocks); given also `expect`, the signature of those bytes as an earlier
+    read consumed them, a file whose prefix is no longer that raises
+    FileChanged before anything is read."""
     pending: list[bytes] = []
-    for chunk in _chunks(path, offset):
+    for chunk in _chunks(path, offset, expect, prefix):
         nl = chunk.rfind(b"\n")
         if nl == -1:
             pending.append(chunk)

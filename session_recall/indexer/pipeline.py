@@ -34,12 +34,21 @@ class Batch:
     state: dict  # the parser's state at `end`
     lines: int
     nbytes: int = 0
+    # The signature of the file's bytes up to `end` as they were read (a plain
+    # file; None for a .zst): the writer commits the batch only if the file
+    # still has them (files.Prefix).
+    sig: str | None = None
 
 
 def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
-            batch_lines: int, batch_bytes: int, max_bytes: float = float("inf")) -> Iterator[Batch]:
+            batch_lines: int, batch_bytes: int, max_bytes: float = float("inf"),
+            expect: str | None = None) -> Iterator[Batch]:
     """The batches of `path` after `offset`, stopping after the batch that
-    passes `max_bytes` read (a range), or at the last complete line."""
+    passes `max_bytes` read (a range), or at the last complete line.
+
+    `expect` is the signature of the file's first `offset` bytes as they were
+    consumed (a plain file): if the file no longer starts with them, it raises
+    files.FileChanged before reading on."""
     parser = kinds()[kind](path, state)
     redactor = Redactor(key)
     parser.redact = lambda text: redactor.redact(text)[0]
@@ -48,6 +57,10 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     start = end = offset
     n_lines = 0
     noise = 0
+
+    prefix = None if F.is_zst(path) else F.Prefix()
+    block = b""
+    block_start = offset
 
     def cut() -> Batch:
         nonlocal events, skips, start, n_lines, noise
@@ -58,7 +71,8 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
                 ev.prepared = prepare(ev, redactor)
         # A deep copy: the parser goes on changing its nested state, and this
         # batch's offset must be saved with the state as it is here.
-        b = Batch(events, skips, end, orjson.loads(orjson.dumps(parser.state)), n_lines, end - start)
+        sig = None if prefix is None else prefix.digest(block, end - block_start)
+        b = Batch(events, skips, end, orjson.loads(orjson.dumps(parser.state)), n_lines, end - start, sig)
         events, skips, start, n_lines, noise = [], Counter(), end, 0, 0
         return b
 
@@ -68,7 +82,8 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     # one regex search in C.
     indexed_types = parser.indexed_types.search
     feed = parser.feed
-    for block in F.read_blocks(path, offset):
+    for block in F.read_blocks(path, offset, expect=expect, prefix=prefix):
+        block_start = end
         lines = block.split(b"\n")
         lines.pop()  # the empty piece after the block's last newline
         for line in lines:
@@ -89,15 +104,20 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
                 yield cut()
                 if end - offset >= max_bytes:
                     return
+        if prefix is not None:
+            prefix.advance(block)
+            block, block_start = b"", end
     if end != start or events or skips or noise:
         yield cut()
 
 
 def read_range(path: str, kind: str, offset: int, state: dict, key: bytes, batch_lines: int,
-               batch_bytes: int, max_bytes: float) -> tuple[list[Batch], bool]:
-    """One range of batches, for a worker process; and whether the file ended."""
+               batch_bytes: int, max_bytes: float, expect: str | None = None) -> tuple[list[Batch], bool]:
+    """One range of batches, for a worker process; and whether the file ended.
+    `expect`: the signature of the bytes before `offset`, as `batches` takes it
+    (a range that follows another starts where that one's last batch ended)."""
     out = list(batches(path, kind, offset, state, key, batch_lines=batch_lines, batch_bytes=batch_bytes,
-                       max_bytes=max_bytes))
+                       max_bytes=max_bytes, expect=expect))
     consumed = (out[-1].end - offset) if out else 0
     return out, consumed < max_bytes
 

@@ -63,7 +63,12 @@ Progress = Callable[[str, int, int], None]  # (path, bytes done in this file, by
 
 @dataclass
 class ReadJob:
-    """A file to read from `offset`, decided before any of it is read."""
+    """A file to read from `offset`, decided before any of it is read.
+
+    `expect` is what the file must still be for what is read to continue what
+    the index holds: for a plain file, the signature of its first `offset`
+    bytes as they were consumed; for a `.zst`, its identity (size, head and
+    tail) when the read was decided."""
 
     fid: int
     kind: str
@@ -71,6 +76,7 @@ class ReadJob:
     offset: int
     state: dict
     st: os.stat_result
+    expect: str | None = None
 
 
 class Syncer:
@@ -285,7 +291,7 @@ class Syncer:
             if (st.st_size, st.st_mtime_ns, st.st_dev, st.st_ino) == (size, mtime_ns, dev, ino):
                 return 1
             if F.is_zst(path):
-                ident = F.file_identity(path, st.st_size)
+                ident = expect = F.file_identity(path, st.st_size)
                 if phash is None:  # a first read (or one after a rebuild): nothing to replace
                     with self.store.atomic():
                         self.conn.execute("UPDATE files SET prefix_hash = ? WHERE id = ?", (ident, fid))
@@ -294,8 +300,10 @@ class Syncer:
                     offset, state = 0, None
             elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
                 self._reset(fid, prefix=None)
-                offset, state = 0, None
-            job = ReadJob(fid, kind, path, offset, orjson.loads(state) if state else {}, st)
+                offset, state, expect = 0, None, None
+            else:
+                expect = phash if offset else None
+            job = ReadJob(fid, kind, path, offset, orjson.loads(state) if state else {}, st, expect)
             if jobs is None:
                 self._read_jobs([job], problems)
             else:
@@ -336,9 +344,10 @@ class Syncer:
             for job in jobs:
                 if self.stop_requested:
                     return
-                with self._file_errors(problems):
+                with self._file_errors(problems, job):
                     for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
-                                           batch_lines=self.batch_lines, batch_bytes=self.batch_bytes):
+                                           batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
+                                           expect=job.expect):
                         self._commit(job, batch)
                         if self.stop_requested:
                             return
@@ -346,31 +355,36 @@ class Syncer:
             return
         key = self.redactor.key
 
-        def submit(job: ReadJob, offset: int, state: dict) -> cf.Future:
+        def submit(job: ReadJob, offset: int, state: dict, expect: str | None) -> cf.Future:
             span = float("inf") if F.is_zst(job.path) else P.RANGE_BYTES  # a .zst cannot seek
             return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
-                               self.batch_lines, self.batch_bytes, span)
+                               self.batch_lines, self.batch_bytes, span, None if F.is_zst(job.path) else expect)
+
+        def first(job: ReadJob | None) -> cf.Future | None:
+            return submit(job, job.offset, job.state, job.expect) if job else None
 
         pending = iter(jobs)
         with P.worker_pool() as pool:
             job = next(pending, None)
-            future = submit(job, job.offset, job.state) if job else None
+            future = first(job)
             while job is not None and not self.stop_requested:
                 out: list[P.Batch] = []
                 done, failed = True, True
-                with self._file_errors(problems):
+                with self._file_errors(problems, job):
                     out, done = future.result()
                     failed = False
                 # Keep the worker busy while this process commits: the next
-                # range of this file, or else the next file.
+                # range of this file (which first checks that the file still
+                # holds this one), or else the next file.
                 if not done and not failed:
                     following = job
-                    future = submit(job, out[-1].end, out[-1].state)
+                    future = submit(job, out[-1].end, out[-1].state, out[-1].sig)
                 else:
                     following = next(pending, None)
-                    future = submit(following, following.offset, following.state) if following else None
+                    future = first(following)
                 committed = False
-                with self._file_errors(problems):  # the file can vanish between its read and its commit
+                # The file can vanish or change between its read and its commit.
+                with self._file_errors(problems, job):
                     for batch in out:
                         self._commit(job, batch)
                         if self.stop_requested:
@@ -381,23 +395,52 @@ class Syncer:
                     # it; the next pass resumes at the committed offset.
                     future.cancel()
                     following = next(pending, None)
-                    future = submit(following, following.offset, following.state) if following else None
+                    future = first(following)
                 if done and not failed and committed and not self.stop_requested:
-                    self._finish(job)
+                    with self._file_errors(problems, job):
+                        self._finish(job)
                 job = following
             pool.shutdown(cancel_futures=True)
 
     @contextlib.contextmanager
-    def _file_errors(self, problems: Counter[str]):
-        """A file that cannot be read is counted, and the pass goes on."""
+    def _file_errors(self, problems: Counter[str], job: ReadJob | None = None):
+        """A file that cannot be read, or that changes while it is read, is
+        counted, and the pass goes on. What was committed of it stays; the
+        next pass finds out from the file what to do with it (read on,
+        re-read it, or keep its sessions if it is gone)."""
         try:
             yield
         except PermissionError:
             problems["unreadable_file"] += 1
         except FileNotFoundError:
-            problems["vanished_file"] += 1  # deleted between listing and reading
+            problems["vanished_file"] += 1  # deleted or renamed since it was listed, or while it was read
+        except F.FileChanged as e:
+            problems[e.reason] += 1
         except zstandard.ZstdError:
-            problems["corrupt_zst"] += 1
+            # A .zst written again while it was decompressed reads as garbage.
+            problems[F.REWRITTEN if job is not None and self._zst_changed(job) else "corrupt_zst"] += 1
+
+    @staticmethod
+    def _zst_changed(job: ReadJob) -> bool:
+        try:
+            return F.file_identity(job.path, os.stat(job.path).st_size) != job.expect
+        except OSError:
+            return True
+
+    def _check_unchanged(self, job: ReadJob, end: int, sig: str | None) -> None:
+        """Raise FileChanged unless the plain file still holds what was read
+        of it up to `end` (whose signature, as read, is `sig`);
+        FileNotFoundError if it is gone. (A `.zst` is read whole through one
+        open file, and any change to it makes the next pass read it again
+        whole: its identity, stored from before this read, no longer matches.
+        Only whether it is still there is checked.)"""
+        if F.is_zst(job.path):
+            os.stat(job.path)
+            return
+        if end and F.prefix_hash(job.path, end) != sig:
+            now = os.stat(job.path)
+            replaced = (now.st_dev, now.st_ino) != (job.st.st_dev, job.st.st_ino)
+            raise F.FileChanged(F.TRUNCATED if now.st_size < end and not replaced else F.REWRITTEN)
 
     def _commit(self, job: ReadJob, batch: P.Batch) -> None:
         """One batch, one transaction (or savepoint of the open group): its
@@ -417,6 +460,10 @@ class Syncer:
             self.progress(job.path, batch.end, job.st.st_size)
 
     def _commit_batch(self, job: ReadJob, batch: P.Batch, skips: Counter[str]) -> None:
+        # Before anything is written: a batch read from a file that has since
+        # been truncated or written again is not what the file holds (and its
+        # signature must not vouch for what it holds now).
+        self._check_unchanged(job, batch.end, batch.sig)
         with self.store.atomic():
             self.writer.apply(job.kind, job.fid, batch.events)
             skips.update(self.writer.skips)
@@ -426,7 +473,7 @@ class Syncer:
                 self.conn.execute("UPDATE files SET offset = ?, state = ? WHERE id = ?", (batch.end, state, job.fid))
             else:
                 self.conn.execute("UPDATE files SET offset = ?, state = ?, prefix_hash = ? WHERE id = ?",
-                                  (batch.end, state, F.prefix_hash(job.path, batch.end), job.fid))
+                                  (batch.end, state, batch.sig, job.fid))
             for reason, n in skips.items():
                 self.conn.execute(
                     "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
@@ -435,8 +482,16 @@ class Syncer:
                 )
 
     def _finish(self, job: ReadJob) -> None:
-        """The file was read to its last complete line: remember what it was."""
+        """The file was read to its last complete line: remember what it was,
+        unless it changed meanwhile (then the next pass looks at it again)."""
         st = job.st
+        # Its last batch was checked against the file as it was committed; a
+        # file that shrank while it was read (where the reader met the end
+        # early, or a tail not yet consumed was cut) is counted too, and its
+        # stat not stored, so that the next pass checks its prefix.
+        now = os.stat(job.path)
+        if now.st_size < st.st_size and (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            raise F.FileChanged(F.TRUNCATED)
         with self.store.atomic():
             self.conn.execute(
                 "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
