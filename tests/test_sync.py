@@ -696,3 +696,36 @@ def test_rebuild_after_a_rename_keeps_each_message_once(index, logs_dir, canonic
     assert found(index, "tern") == [("s1", "m2")]
     st = index.status()
     assert (st["sources"][0]["files"], st["sources"][0]["missing_files"]) == (1, 0)
+
+
+def test_each_message_records_whether_its_text_is_in_nfkc(index, logs_dir, canonical):
+    """messages.nfkc lets recall fold a text by casefold() alone; it must be 1
+    only for text NFKC leaves unchanged, and follow a stream as it grows."""
+    a = canonical("sess-nfkc")
+    write(
+        logs_dir / "a.jsonl",
+        a.session(),
+        a.message("m1", "plain ASCII"),
+        a.message("m2", "中文。没有全角标点"),
+        a.message("m3", "全角，标点：ＡＢＣ"),
+        a.delta("m4", "先是中文"),
+        a.delta("m4", "，然后全角"),
+    )
+    index.sync([str(logs_dir)], kind="canonical")
+    got = dict(index.store.conn.execute("SELECT message_id, nfkc FROM messages"))
+    assert got == {"m1": 1, "m2": 1, "m3": 0, "m4": 0}
+    [result] = index.recall("ａｂｃ", all_projects=True).results
+    assert [m.message_id for m in result.passage.messages if m.is_anchor] == ["m3"]
+
+
+def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonical):
+    """Question mode verifies and re-scores only the first QUESTION_POOL hits
+    in bm25 order (docs/recall.md), however many messages hold a keyword."""
+    from session_recall.query.engine import QUESTION_POOL
+
+    a = canonical("sess-pool")
+    lines = [a.session()] + [a.message(f"m{i}", f"the kerning table number {i}") for i in range(QUESTION_POOL + 50)]
+    write(logs_dir / "a.jsonl", *lines)
+    index.sync([str(logs_dir)], kind="canonical")
+    env = index.recall("", question="what about kerning?", all_projects=True)
+    assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
