@@ -729,3 +729,33 @@ def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonic
     index.sync([str(logs_dir)], kind="canonical")
     env = index.recall("", question="what about kerning?", all_projects=True)
     assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
+
+
+def _fts_segments(ix: Index) -> int:
+    return ix.store.conn.execute("SELECT count(DISTINCT segid) FROM message_fts_idx").fetchone()[0]
+
+
+def test_a_bulk_pass_ends_with_one_fts_segment(index, logs_dir, canonical, monkeypatch):
+    """A pass that wrote at least half of the index merges FTS5 into one
+    segment (docs/indexing.md); a small later pass does not pay for that."""
+    from session_recall.indexer import sync
+    from session_recall.indexer.sync import Syncer
+
+    monkeypatch.setattr(sync, "OPTIMIZE_MIN_ADDED", 20)
+    for f in range(12):
+        a = canonical(f"sess-{f}")
+        write(logs_dir / f"{f}.jsonl", a.session(),
+              *[a.message(f"m{i}", f"kerning pair {f} {i} 字距调整") for i in range(4)])
+    # A commit per file, as a large pass commits per batch: many segments.
+    report = Syncer(index.store, batch_lines=1).run([str(logs_dir)], kind="canonical")
+    assert report.messages_added == 48
+    assert _fts_segments(index) == 1
+    before = messages(index)
+    assert len(found(index, "字距")) == 48
+
+    b = canonical("sess-late")
+    write(logs_dir / "late.jsonl", b.session(), *[b.message(f"m{i}", f"late kerning {i}") for i in range(20)])
+    Syncer(index.store, batch_lines=1).run([str(logs_dir)], kind="canonical")
+    assert _fts_segments(index) > 1  # 20 of 68: no optimize, a segment per commit
+    assert len(messages(index)) == len(before) + 20
+    assert len(found(index, "kerning")) == 68

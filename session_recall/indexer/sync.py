@@ -35,6 +35,9 @@ KINDS = ("auto", "canonical", "claude-code", "codex")
 BATCH_LINES = 20_000
 BATCH_BYTES = 16 << 20
 DETECT_LINES = 8
+# A pass that added at least this many messages, and at least half of all the
+# index holds, ends with an FTS5 optimize (Sync._optimize_after_bulk).
+OPTIMIZE_MIN_ADDED = 10_000
 
 
 @dataclass
@@ -99,14 +102,17 @@ class Syncer:
     def run(self, paths: list[str] | None, kind: str = "auto", *, prune: bool = False) -> SyncReport:
         """Sync the given paths (registering them as sources), or every known source."""
         t0 = time.perf_counter()
-        with self.store.writer(), self._grouped():
-            if self.store.stale_versions():
-                self.rebuild()
-            sources = self._sources(paths, kind)
-            for source_id, source_path, source_kind in sources:
-                if self.stop_requested:
-                    break
-                self._sync_source(source_id, source_path, source_kind, prune=prune)
+        with self.store.writer():
+            with self._grouped():
+                if self.store.stale_versions():
+                    self.rebuild()
+                sources = self._sources(paths, kind)
+                for source_id, source_path, source_kind in sources:
+                    if self.stop_requested:
+                        break
+                    self._sync_source(source_id, source_path, source_kind, prune=prune)
+            if not self.stop_requested:
+                self._optimize_after_bulk()
         r = self.report
         r.skipped = dict(sorted(self.skipped.items()))
         r.messages_added = self.writer.counts["messages_added"]
@@ -135,6 +141,19 @@ class Syncer:
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
         return self.report
+
+    def _optimize_after_bulk(self) -> None:
+        """Merge the FTS5 index into one segment after a pass that wrote most
+        of it (a first build, a rebuild): the many segments a bulk insert
+        leaves cost space and a seek each per query term. Costs about 1.5 s
+        per 100,000 messages; smaller passes leave merging to automerge."""
+        added = self.writer.counts["messages_added"]
+        if added < OPTIMIZE_MIN_ADDED:
+            return
+        total = self.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        if 2 * added >= total:
+            with self.store.atomic():
+                self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
 
     # --- transactions -----------------------------------------------------------
 
