@@ -240,6 +240,36 @@ def test_pages_are_disjoint_and_in_the_order_of_one_big_page(proj, corpus):
     assert [r.score for p in pages for r in p.results] == [r.score for r in big.results]
 
 
+@pytest.mark.parametrize("first_page", [1, 2, 5])
+def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch, first_page):
+    """A term query sorts only its best FTS_FIRST_PAGE candidates first and
+    reads the rest from a second query when selection needs more (many hits
+    in one turn, the per-session quota, a later page): the hits, their order
+    and scores must be those of one query over every candidate."""
+    from session_recall.query import engine
+
+    heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
+    for t in range(3):
+        for m in range(4):  # hits that collapse into one passage per turn
+            heavy.say(f"t{t}m{m}", "ledger " * (m + 1) + f"entry {t} {m}", turn=f"t{t}")
+    for i in range(6):
+        corpus.session(f"s{i}", proj).say("m1", f"the ledger was closed on day {i} " + "pad " * i)
+    ix = corpus.open()
+
+    def answers():
+        out = []
+        for limit in (1, 4, 10):
+            pages = all_pages(ix, "ledger", cwd=str(proj), limit=limit)
+            out.append([(a, r.score) for p in pages for a, r in zip(anchors(p), p.results)])
+        return out
+
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 10**9)
+    whole = answers()
+    assert len(whole[-1]) == 9  # three turns of heavy, six other sessions
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", first_page)
+    assert answers() == whole
+
+
 def test_paging_covers_every_hit_once_when_the_quota_binds(proj, corpus):
     heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
     for t in range(8):

@@ -18,6 +18,7 @@ How a query runs (docs/recall.md):
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import itertools
 import math
@@ -72,6 +73,10 @@ TITLE_WEIGHT = 1.0
 # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
 # question on the bench's 250 MB corpus cost tens of ms, not seconds.
 QUESTION_POOL = 200
+# A term query reads its best FTS_FIRST_PAGE candidates from a top-N sort
+# (a limit of 5 verifies a handful); SQLite still scores every match, but
+# skips sorting them all. A query that reads on pays one more query.
+FTS_FIRST_PAGE = 64
 # Partial matches (no message has every term) are looked for only in queries
 # of at most this many terms: each candidate of the ORed terms is checked for
 # every term, and a pasted 100 KB query of thousands of terms would take minutes.
@@ -86,6 +91,16 @@ HINT_TERMS_CHARS = 200
 def _weight_sql() -> str:
     cases = " ".join(f"WHEN '{role}' THEN {w}" for role, w in ROLE_WEIGHT.items())
     return f"(CASE m.role {cases} ELSE 1.0 END)"
+
+
+def _one_snapshot(method):
+    """Run an Engine method in one read transaction: every query it makes
+    sees the same committed state, whatever a writer commits meanwhile."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self.conn:  # a savepoint; outside a transaction it begins one
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 @dataclass
@@ -192,17 +207,27 @@ class Engine:
 
     # --- retrieval --------------------------------------------------------------
 
-    def _fts(self, expr: str, scope_sql: str, params: list, run: Run):
+    def _fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None):
+        """Candidates in rank order. Only keys and scores are sorted (every
+        match is scored); the text of a candidate is read when verification
+        reaches it. With `first`, the best `first` come from a top-N sort and
+        the rest, if the caller reads on, from a second query: the order is
+        total (ids break ties) and recall reads in one snapshot, so the two
+        queries together yield exactly the rows of one."""
         score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
-        # Only keys and scores are sorted (every match is scored); the text of
-        # a candidate is read when verification reaches it.
-        return self.conn.execute(
-            f"SELECT m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0, {score} AS score "
-            "FROM message_fts JOIN messages m ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
-            f"WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}",
-            [expr, *params],
-        )
+        sql = (f"SELECT m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0, {score} AS score "
+               "FROM message_fts JOIN messages m ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
+               f"WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
+        if first is None:
+            yield from self.conn.execute(sql, [expr, *params])
+            return
+        n = 0
+        for row in self.conn.execute(sql + " LIMIT ?", [expr, *params, first]):
+            n += 1
+            yield row
+        if n == first:
+            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, first])
 
     @staticmethod
     def _literal_sql(terms: list[Term], any_term: bool) -> tuple[str, list[str]]:
@@ -289,7 +314,9 @@ class Engine:
         expr = joiner.join(fts_phrase(t.tokens) for t in indexed)
         run.engine = "fts"
         found = False
-        for hit in self._verify(self._fts(expr, scope_sql, params, run), terms, need_all=not any_term, run=run):
+        # Callers of any_term read hundreds to thousands of hits: one query.
+        rows = self._fts(expr, scope_sql, params, run, first=None if any_term else FTS_FIRST_PAGE)
+        for hit in self._verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
         if not found and any(HAS_CJK.search(t.folded) for t in terms):
@@ -362,6 +389,7 @@ class Engine:
                     "command it was used with).")
         return None
 
+    @_one_snapshot
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
@@ -614,6 +642,7 @@ class Engine:
 
     # --- recall_more ----------------------------------------------------------------
 
+    @_one_snapshot
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
                     caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
         t0 = time.perf_counter()
