@@ -205,7 +205,7 @@ def test_a_log_changed_between_two_batches_is_counted_and_the_next_pass_converge
     with Index.open(tmp_path / "before.db") as ix:
         ix.sync([str(src)])
         original = messages(ix)
-    if reader == "worker":  # the worker process reads one small range ahead of the commits
+    if reader == "worker":  # the worker process reads small ranges ahead of the commits
         monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
         monkeypatch.setattr(pipeline, "RANGE_BYTES", 256 << 10)
 

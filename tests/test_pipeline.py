@@ -63,8 +63,9 @@ def _snapshot(ix: Index) -> dict:
     }
 
 
+@pytest.mark.parametrize("lookahead", [1, 3])
 @pytest.mark.parametrize("range_bytes", [4096, 65536, 1 << 30])
-def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, range_bytes: int):
+def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, range_bytes: int, lookahead: int):
     logs = tmp_path / "logs"
     logs.mkdir()
     _write_logs(logs)
@@ -74,6 +75,7 @@ def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, 
         expected = _snapshot(ix)
     monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "RANGE_BYTES", range_bytes)
+    monkeypatch.setattr(pipeline, "LOOKAHEAD", lookahead)
     with Index.open(tmp_path / "two.db") as ix:
         report = ix.sync([str(logs)])
         got = _snapshot(ix)

@@ -127,6 +127,8 @@ def read_range(path: str, kind: str, offset: int, state: dict, key: bytes, batch
 # connection and maybe watcher threads) costs more than it saves.
 WORKER_MIN_BYTES = 32 << 20
 RANGE_BYTES = 8 << 20
+# First ranges of the next files queued on the worker while one is committed.
+LOOKAHEAD = 3
 
 
 def worker_pool() -> cf.ProcessPoolExecutor:

@@ -15,7 +15,7 @@ import concurrent.futures as cf
 import contextlib
 import os
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -379,28 +379,32 @@ class Syncer:
             return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
                                self.batch_lines, self.batch_bytes, span, None if F.is_zst(job.path) else expect)
 
-        def first(job: ReadJob | None) -> cf.Future | None:
-            return submit(job, job.offset, job.state, job.expect) if job else None
-
         pending = iter(jobs)
+        # Reads queued on the worker, in file order: the next range of the
+        # file being committed first, then the first ranges of the next files
+        # (P.LOOKAHEAD of them), so neither process waits for the other where
+        # files differ in size. Files are still committed one after another.
+        ahead: deque[tuple[ReadJob, cf.Future]] = deque()
         with P.worker_pool() as pool:
-            job = next(pending, None)
-            future = first(job)
-            while job is not None and not self.stop_requested:
+            def fill() -> None:
+                while len(ahead) < P.LOOKAHEAD and (job := next(pending, None)) is not None:
+                    ahead.append((job, submit(job, job.offset, job.state, job.expect)))
+
+            fill()
+            following: cf.Future | None = None  # the next range of `job`
+            while (following or ahead) and not self.stop_requested:
+                if following is None:
+                    job, future = ahead.popleft()
+                else:
+                    future, following = following, None
+                fill()
                 out: list[P.Batch] = []
                 done, failed = True, True
                 with self._file_errors(problems, job):
                     out, done = future.result()
                     failed = False
-                # Keep the worker busy while this process commits: the next
-                # range of this file (which first checks that the file still
-                # holds this one), or else the next file.
-                if not done and not failed:
-                    following = job
-                    future = submit(job, out[-1].end, out[-1].state, out[-1].sig)
-                else:
-                    following = next(pending, None)
-                    future = first(following)
+                if not done and not failed:  # queued now, so the worker reads it while this commits
+                    following = submit(job, out[-1].end, out[-1].state, out[-1].sig)
                 committed = False
                 # The file can vanish or change between its read and its commit.
                 with self._file_errors(problems, job):
@@ -409,16 +413,14 @@ class Syncer:
                         if self.stop_requested:
                             break
                     committed = True
-                if not committed and following is job:
+                if not committed and following is not None:
                     # Its next range starts past what was not committed: drop
                     # it; the next pass resumes at the committed offset.
-                    future.cancel()
-                    following = next(pending, None)
-                    future = first(following)
+                    following.cancel()
+                    following = None
                 if done and not failed and committed and not self.stop_requested:
                     with self._file_errors(problems, job):
                         self._finish(job)
-                job = following
             pool.shutdown(cancel_futures=True)
 
     @contextlib.contextmanager
