@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{slowest['p50_ms']:.1f} ms median",
         "command": "python bench/run.py " + " ".join(str(a) for a in argv),
         "machine": info,
-        "corpus": {"profile": args.profile, "params": corpus.manifest["params"], "reused": reused,
+        "corpus": {"profile": args.profile, "root": str(root), "params": corpus.manifest["params"], "reused": reused,
                    "raw_bytes": corpus.raw_bytes, "totals": corpus.manifest["totals"],
                    "description": C.describe(corpus)},
         "build": b,

@@ -2,7 +2,8 @@
 
 `python bench/run.py --size-mb 2 --json OUT` must exit 0 and write every key
 of the bench's JSON as a number (rg_ratio may be null where ripgrep is not
-installed). No timing is asserted: CI machines are shared and noisy.
+installed), and `bench/query_profile.py` must read the index it kept. No
+timing is asserted: CI machines are shared and noisy.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--size-mb", "2", "--json", str(out),
-         "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5"],
+         "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5", "--keep"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -43,3 +44,12 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # the table is printed, and the corpus was generated where it was told to
     assert "| build_mb_s_raw |" in proc.stdout
     assert (tmp_path / "corpus" / "manifest.json").is_file()
+
+    # the kept index feeds the per-query profile: one row per term query of the mix
+    prof = subprocess.run([sys.executable, str(ROOT / "bench" / "query_profile.py"), str(out), "--reps", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert prof.returncode == 0, prof.stderr[-3000:]
+    term_queries = [q for q in data["queries"] if q["query"]]
+    rows = [line for line in prof.stdout.splitlines() if line.startswith("| ") and not line.startswith("| category")]
+    assert len(rows) == len(term_queries)
+    assert all(float(cell) >= 0 for r in rows for cell in r.strip("| ").split(" | ")[3:6])

@@ -1,0 +1,98 @@
+"""Where a recall's time goes, query by query, on an index a bench run kept.
+
+    python bench/run.py --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
+    python bench/query_profile.py bench/out/250-mixed.json
+
+For each term query of the run's mix (warm, median of --reps runs):
+
+- `matches`: messages whose index tokens match (what FTS5 must score);
+- `fts5 alone`: FTS5 scoring every match and keeping the best 64
+  (`ORDER BY bm25 LIMIT 64` on the FTS5 table, no join): the floor of a
+  ranked FTS5 query;
+- `first page`: the statement recall runs for its first page (the same, joined
+  with `messages` and `sessions` for the role weight, the scope and the tie
+  breaks), read to the end;
+- `recall`: the whole `Index.recall(..., all_projects=True, limit=5)`; what it
+  spends beyond the first page is verification, any further candidates, the
+  passages and the envelope.
+
+It reads the database in the run's work folder (`recall.db` beside the corpus).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from session_recall import Index  # noqa: E402
+from session_recall.query.engine import FTS_FIRST_PAGE, Run  # noqa: E402
+from session_recall.query.parse import fts_phrase  # noqa: E402
+
+
+def median_ms(fn, reps: int) -> float:
+    fn()  # warm
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
+    out = []
+    with Index.open(str(db)) as ix:
+        engine, conn = ix.engine, ix.store.conn
+        for q in queries:
+            terms = engine.retriever.parse(q["query"])
+            indexed = [t for t in terms if t.tokens.tokens]
+            if not indexed:
+                continue
+            expr = " AND ".join(fts_phrase(t.tokens) for t in indexed)
+            row = {"category": q["category"], "query": q["query"]}
+            row["matches"] = conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
+                                          (expr,)).fetchone()[0]
+            row["fts5_ms"] = median_ms(lambda: conn.execute(
+                "SELECT rowid, bm25(message_fts) AS b FROM message_fts WHERE message_fts MATCH ? "
+                "ORDER BY b LIMIT ?", (expr, FTS_FIRST_PAGE)).fetchall(), reps)
+            row["first_page_ms"] = median_ms(
+                lambda: list(engine._fts(expr, "", [], Run(), first=FTS_FIRST_PAGE)), reps)
+            row["recall_ms"] = median_ms(lambda: ix.recall(q["query"], all_projects=True, limit=5), reps)
+            out.append(row)
+    return out
+
+
+def render(rows: list[dict]) -> str:
+    lines = ["| category | query | matches | fts5 alone ms | first page ms | recall ms | first page / recall |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        share = r["first_page_ms"] / r["recall_ms"] if r["recall_ms"] else 0
+        lines.append(f"| {r['category']} | {r['query']} | {r['matches']:,} | {r['fts5_ms']:.2f} | "
+                     f"{r['first_page_ms']:.2f} | {r['recall_ms']:.2f} | {share:.0%} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Per-query split of recall's time on a kept bench index.")
+    ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
+    ap.add_argument("--reps", type=int, default=10)
+    args = ap.parse_args(argv)
+    res = json.loads(args.run_json.read_text(encoding="utf-8"))
+    root = res["corpus"].get("root")
+    db = Path(root + ".work") / "recall.db" if root else None
+    if db is None or not db.exists():
+        print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
+        return 2
+    print(render(profile(db, [q for q in res["queries"] if q["query"]], args.reps)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
