@@ -217,8 +217,10 @@ class Engine:
         score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
         sql = (f"SELECT m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0, {score} AS score "
-               "FROM message_fts JOIN messages m ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
-               f"WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
+               # The covering index (migration m005): SQLite would look each
+               # match up in the table itself, one wide page per row.
+               "FROM message_fts JOIN messages m INDEXED BY messages_rank ON m.id = message_fts.rowid "
+               f"JOIN sessions s ON s.id = m.session WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
         if first is None:
             yield from self.conn.execute(sql, [expr, *params])
             return
