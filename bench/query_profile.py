@@ -7,11 +7,11 @@ For each term query of the run's mix (warm, median of --reps runs):
 
 - `matches`: messages whose index tokens match (what FTS5 must score);
 - `fts5 alone`: FTS5 scoring every match and keeping the best 64
-  (`ORDER BY bm25 LIMIT 64` on the FTS5 table, no join): the floor of a
-  ranked FTS5 query;
+  (`ORDER BY bm25 LIMIT 64` on the FTS5 table, no join; `--first-page`): the
+  floor of a ranked FTS5 query;
 - `first page`: the statement recall runs for its first page (the same, joined
   with `messages` and `sessions` for the role weight, the scope and the tie
-  breaks), read to the end;
+  breaks), its rows read;
 - `recall`: the whole `Index.recall(..., all_projects=True, limit=5)`; what it
   spends beyond the first page is verification, any further candidates, the
   passages and the envelope.
@@ -22,6 +22,7 @@ It reads the database in the run's work folder (`recall.db` beside the corpus).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from session_recall import Index  # noqa: E402
-from session_recall.query.engine import FTS_FIRST_PAGE, Run  # noqa: E402
+from session_recall.query import engine as E  # noqa: E402
 from session_recall.query.parse import fts_phrase  # noqa: E402
 
 
@@ -61,9 +62,9 @@ def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
                                           (expr,)).fetchone()[0]
             row["fts5_ms"] = median_ms(lambda: conn.execute(
                 "SELECT rowid, bm25(message_fts) AS b FROM message_fts WHERE message_fts MATCH ? "
-                "ORDER BY b LIMIT ?", (expr, FTS_FIRST_PAGE)).fetchall(), reps)
-            row["first_page_ms"] = median_ms(
-                lambda: list(engine._fts(expr, "", [], Run(), first=FTS_FIRST_PAGE)), reps)
+                "ORDER BY b LIMIT ?", (expr, E.FTS_FIRST_PAGE or -1)).fetchall(), reps)
+            row["first_page_ms"] = median_ms(lambda: list(itertools.islice(
+                engine._fts(expr, "", [], E.Run(), first=E.FTS_FIRST_PAGE), E.FTS_FIRST_PAGE or None)), reps)
             row["recall_ms"] = median_ms(lambda: ix.recall(q["query"], all_projects=True, limit=5), reps)
             out.append(row)
     return out
@@ -83,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Per-query split of recall's time on a kept bench index.")
     ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--first-page", type=int, default=E.FTS_FIRST_PAGE,
+                    help=f"recall's first FTS5 page (default {E.FTS_FIRST_PAGE}; 0 reads every candidate in one "
+                         "sorted query, as recall did before the first page)")
     args = ap.parse_args(argv)
+    E.FTS_FIRST_PAGE = args.first_page
     res = json.loads(args.run_json.read_text(encoding="utf-8"))
     root = res["corpus"].get("root")
     db = Path(root + ".work") / "recall.db" if root else None
