@@ -284,6 +284,16 @@ def secrets_exactly_planted(unit: str, secrets: list[str]) -> bool:
     return PLACEHOLDER.sub(" ", redacted) == want
 
 
+def ends_held_back(m: GenMessage) -> bool:
+    """A stream still open whose last word holds a secret's trigger (`@`,
+    `sk-`, `://`, ...): the index stores a pending placeholder for that word
+    until the next fragment (redaction, tested in test_redact.py and
+    test_secrets.py), so it is not searchable yet, which the oracle, reading
+    the log, does not know."""
+    return bool(m.deltas) and m.text is None and m.role != "system" and \
+        REDACTOR.stream("", "".join(m.deltas), None)[2] is not None
+
+
 def all_texts(sessions: list[GenSession]) -> list[str]:
     out = []
     for gs in sessions:
@@ -415,6 +425,7 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
     sessions, planted = generated
     units = redacted_units(sessions)
     assume(all(secrets_exactly_planted(u, planted.secrets) for u in units))
+    assume(not any(ends_held_back(m) for gs in sessions for m in gs.messages))
 
     root = tmp_path_factory.mktemp("differential")
     try:
