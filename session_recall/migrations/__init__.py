@@ -134,16 +134,21 @@ def m004_fts_settings(conn: apsw.Connection) -> None:
     tune_fts(conn)
 
 
-def m005_rank_index(conn: apsw.Connection) -> None:
-    # What recall's FTS5 query reads of each match to rank it (query/engine.py,
-    # `_fts`): a dense copy of these columns, so that scoring a common term's
-    # tens of thousands of matches reads a few MB of index instead of one
-    # page of the wide `messages` table per match. About 3 % of the file.
-    conn.execute("CREATE INDEX messages_rank ON messages(id, session, role, ts, turn_id)")
+def m005_query_indexes(conn: apsw.Connection) -> None:
+    # Two indexes for recall (query/engine.py), about 3 % of the file together.
+    # messages_rank: what the FTS5 query reads of each match to rank it
+    # (`_fts`), a dense copy, so that scoring a common term's tens of
+    # thousands of matches reads a few MB of index instead of one page of the
+    # wide `messages` table per match.
+    # messages_recency: a session's newest message time by one seek, for the
+    # scans' most-recent-first order of sessions (`_scan`), which otherwise
+    # reads every message of every session.
+    conn.execute("CREATE INDEX IF NOT EXISTS messages_rank ON messages(id, session, role, ts, turn_id)")
+    conn.execute("CREATE INDEX IF NOT EXISTS messages_recency ON messages(session, ts)")
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_rank_index,
+    m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
 ]
 
 
