@@ -3,7 +3,8 @@
     python bench/run.py --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
     python bench/query_profile.py bench/out/250-mixed.json
 
-For each term query of the run's mix (warm, median of --reps runs):
+For each term query of the run's mix (warm, median of up to --reps runs, fewer
+for a slow one, as in run.py):
 
 - `matches`: messages whose index tokens match (what FTS5 must score);
 - `fts5 alone`: FTS5 scoring every match and keeping the best 64
@@ -24,27 +25,16 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import median_ms  # noqa: E402  (run.py puts the project on the path)
 
 from session_recall import Index  # noqa: E402
 from session_recall.query import engine as E  # noqa: E402
-from session_recall.query.parse import fts_phrase  # noqa: E402
-
-
-def median_ms(fn, reps: int) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+from session_recall.query.parse import fts_query  # noqa: E402
 
 
 def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
@@ -52,11 +42,9 @@ def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
     with Index.open(str(db)) as ix:
         engine, conn = ix.engine, ix.store.conn
         for q in queries:
-            terms = engine.retriever.parse(q["query"])
-            indexed = [t for t in terms if t.tokens.tokens]
-            if not indexed:
+            expr = fts_query(engine.retriever.parse(q["query"]))
+            if not expr:
                 continue
-            expr = " AND ".join(fts_phrase(t.tokens) for t in indexed)
             row = {"category": q["category"], "query": q["query"]}
             row["matches"] = conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
                                           (expr,)).fetchone()[0]

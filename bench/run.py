@@ -413,18 +413,23 @@ def trigram_sql(terms: list[str]) -> tuple[str, list[str]]:
     return (f"SELECT rowid FROM u WHERE 1{likes} ORDER BY rowid DESC LIMIT 5", [_like(t) for t in short])
 
 
-def time_sql(conn: apsw.Connection, sql: str, params: list, reps: int) -> float:
-    """Median ms of a statement, after one warm-up run; fewer runs when slow."""
+def median_ms(fn, reps: int) -> float:
+    """Median ms of fn(), after one warm-up run; fewer runs when slow."""
     t0 = time.perf_counter()
-    conn.execute(sql, params).fetchall()
+    fn()
     first = time.perf_counter() - t0
     n = max(3, min(reps, int(QUERY_BUDGET_S / first) if first else reps))
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
-        conn.execute(sql, params).fetchall()
+        fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1000
+
+
+def time_sql(conn: apsw.Connection, sql: str, params: list, reps: int) -> float:
+    """Median ms of a statement (see median_ms)."""
+    return median_ms(lambda: conn.execute(sql, params).fetchall(), reps)
 
 
 def unicode61_recall(db: Path, u61: Path, cjk_terms: list[str]) -> dict:

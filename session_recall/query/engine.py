@@ -38,7 +38,7 @@ from ..text.tokens import term_tokens
 from . import passages as P
 from .gates import Confirm, Scope, decide_scope, resolve, session_path, under
 from .match import needs_collapse, occurs
-from .parse import Term, fts_phrase
+from .parse import Term, fts_phrase, fts_query
 from .retrieve import Retriever
 
 # Role weights multiply bm25. A tool result that merely enumerates keywords
@@ -312,8 +312,7 @@ class Engine:
             yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
                                     run=run)
             return
-        joiner = " OR " if any_term else " AND "
-        expr = joiner.join(fts_phrase(t.tokens) for t in indexed)
+        expr = fts_query(indexed, any_term)
         run.engine = "fts"
         found = False
         # Callers of any_term read hundreds to thousands of hits: one query.

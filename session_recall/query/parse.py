@@ -38,6 +38,12 @@ def fts_phrase(tokens: TermTokens) -> str:
     return fts_quote(" ".join(tokens.tokens)) + ("*" if tokens.prefix else "")
 
 
+def fts_query(terms: list[Term], any_term: bool = False) -> str:
+    """The FTS5 expression of the terms that have index tokens: their phrases
+    ANDed (ORed for `any_term`)."""
+    return (" OR " if any_term else " AND ").join(fts_phrase(t.tokens) for t in terms if t.tokens.tokens)
+
+
 def parse(query: str, word_tokens) -> list[Term]:
     terms = []
     seen = set()
