@@ -10,6 +10,7 @@ redaction in both output modes, and no secret in any output."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -268,6 +269,86 @@ def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypat
     assert len(whole[-1]) == 9  # three turns of heavy, six other sessions
     monkeypatch.setattr(engine, "FTS_FIRST_PAGE", first_page)
     assert answers() == whole
+
+
+@contextlib.contextmanager
+def statements(ix: Index, on_statement=None):
+    """The (sql, bindings) of every statement the index's connection runs
+    inside the block; `on_statement(sql)` is called before each runs."""
+    seen: list[tuple[str, tuple]] = []
+
+    def trace(cursor, sql, bindings):
+        seen.append((sql, bindings))
+        if on_statement:
+            on_statement(sql)
+        return True
+
+    ix.store.conn.exec_trace = trace
+    try:
+        yield seen
+    finally:
+        ix.store.conn.exec_trace = None
+
+
+def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it(proj, corpus, monkeypatch):
+    from session_recall.query import engine
+
+    for i in range(6):
+        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i} " + "pad " * i)
+    ix = corpus.open()
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 3)
+    for limit, queries in ((1, ["LIMIT ?"]), (5, ["LIMIT ?", "LIMIT -1 OFFSET ?"])):
+        with statements(ix) as seen:
+            env = ix.recall("ledger", cwd=str(proj), limit=limit)
+        fts = [sql for sql, _ in seen if "message_fts MATCH" in sql]
+        assert [sql[sql.rindex("LIMIT"):] for sql in fts] == queries
+        assert len(env.results) == limit
+
+
+def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkeypatch):
+    """Between recall's first FTS page and the rest, another process commits
+    a matching message: the rest must come from the snapshot the first page
+    saw, or the two queries would not add up to one (a row read twice, or
+    one that the first page's order never had)."""
+    from session_recall.query import engine
+
+    for i in range(6):
+        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
+    ix = corpus.open()
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 2)
+    before = anchors(ix.recall("ledger", cwd=str(proj), limit=10))
+    assert len(before) == 6
+    late = corpus.session("late", proj)
+    late.say("m1", "a ledger entry written while recall reads, " + "long padding " * 30)
+    written = []
+
+    def write_between_the_pages(sql: str) -> None:
+        if "OFFSET" in sql and not written:
+            with Index.open(corpus.db) as writer:
+                written.append(corpus.sync(writer).messages_added)
+
+    with statements(ix, write_between_the_pages):
+        during = anchors(ix.recall("ledger", cwd=str(proj), limit=10))
+    assert written == [1]
+    assert during == before
+    assert len(anchors(ix.recall("ledger", cwd=str(proj), limit=10))) == 7  # the next recall sees it
+
+
+@pytest.mark.parametrize("query, statement, index", [
+    ("ledger", "message_fts MATCH", "COVERING INDEX messages_rank"),  # ranking the matches
+    ("㐂㐄", "SELECT s.id FROM sessions s", "COVERING INDEX messages_recency"),  # the scans' session order
+])
+def test_recall_reads_through_its_indexes(proj, corpus, query, statement, index):
+    for i in range(3):
+        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
+    ix = corpus.open()
+    with statements(ix) as seen:
+        ix.recall(query, cwd=str(proj), limit=5)
+    runs = [(sql, b) for sql, b in seen if statement in sql]
+    assert runs
+    for sql, bindings in runs:
+        plan = " / ".join(row[3] for row in ix.store.conn.execute("EXPLAIN QUERY PLAN " + sql, bindings))
+        assert index in plan, plan
 
 
 def test_paging_covers_every_hit_once_when_the_quota_binds(proj, corpus):
