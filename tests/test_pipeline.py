@@ -4,7 +4,9 @@ states and skip counts, whatever the range size."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -83,6 +85,33 @@ def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, 
         assert ix.search("字体", limit=10**6) and not ix.search("abcdefghijklmnopqrstu", limit=10)
     assert got == expected
     assert expected["status"]["messages"] > 500
+
+
+def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp_path: Path, monkeypatch):
+    """Before the first file's second range is asked for, the first ranges of
+    the LOOKAHEAD files after it are queued: the worker does not wait for a
+    file's last commit to start on the next files."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_logs(logs)
+    asked: list[tuple[str, int]] = []  # (file, offset) of each range, in the order asked
+
+    class Recording(cf.ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            asked.append((os.path.basename(args[0]), args[2]))
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "worker_pool",
+                        lambda: Recording(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
+    monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
+    monkeypatch.setattr(pipeline, "RANGE_BYTES", 4096)
+    monkeypatch.setattr(pipeline, "LOOKAHEAD", 3)
+    with Index.open(tmp_path / "r.db") as ix:
+        ix.sync([str(logs)])
+    firsts = [name for name, offset in asked if offset == 0]
+    assert len(firsts) == len(set(firsts)) >= 4  # each file's first range once
+    second = next(i for i, (_, offset) in enumerate(asked) if offset > 0)
+    assert [name for name, _ in asked[:second]] == firsts[:1 + 3]  # the file being read, and three ahead
 
 
 def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path, monkeypatch):

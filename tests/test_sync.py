@@ -735,6 +735,15 @@ def _fts_segments(ix: Index) -> int:
     return ix.store.conn.execute("SELECT count(DISTINCT segid) FROM message_fts_idx").fetchone()[0]
 
 
+def test_the_fts_table_keeps_its_settings(index):
+    """FTS5 stores `hashsize` (migrations.FTS_SETTINGS) in its own config
+    table, so every later connection writes with it."""
+    from session_recall.migrations import FTS_SETTINGS
+
+    stored = dict(index.store.conn.execute("SELECT k, v FROM message_fts_config"))
+    assert FTS_SETTINGS and {k: stored.get(k) for k in FTS_SETTINGS} == FTS_SETTINGS
+
+
 def test_a_bulk_pass_ends_with_one_fts_segment(index, logs_dir, canonical, monkeypatch):
     """A pass that wrote at least half of the index merges FTS5 into one
     segment (docs/indexing.md); a small later pass does not pay for that."""
