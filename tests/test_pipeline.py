@@ -65,9 +65,10 @@ def _snapshot(ix: Index) -> dict:
     }
 
 
-@pytest.mark.parametrize("lookahead", [1, 3])
+@pytest.mark.parametrize("lookahead_bytes", [1, 1 << 30])  # one file ahead; every file
 @pytest.mark.parametrize("range_bytes", [4096, 65536, 1 << 30])
-def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, range_bytes: int, lookahead: int):
+def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, range_bytes: int,
+                                                   lookahead_bytes: int):
     logs = tmp_path / "logs"
     logs.mkdir()
     _write_logs(logs)
@@ -77,7 +78,7 @@ def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, 
         expected = _snapshot(ix)
     monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
     monkeypatch.setattr(pipeline, "RANGE_BYTES", range_bytes)
-    monkeypatch.setattr(pipeline, "LOOKAHEAD", lookahead)
+    monkeypatch.setattr(pipeline, "LOOKAHEAD_BYTES", lookahead_bytes)
     with Index.open(tmp_path / "two.db") as ix:
         report = ix.sync([str(logs)])
         got = _snapshot(ix)
@@ -87,13 +88,18 @@ def test_the_worker_builds_what_one_process_builds(tmp_path: Path, monkeypatch, 
     assert expected["status"]["messages"] > 500
 
 
-def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize(("lookahead_bytes", "ahead"), [(3 * 4096, 3), (1 << 30, 4)])
+def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp_path: Path, monkeypatch,
+                                                                             lookahead_bytes: int, ahead: int):
     """Before the first file's second range is asked for, the first ranges of
-    the LOOKAHEAD files after it are queued: the worker does not wait for a
-    file's last commit to start on the next files."""
+    the next files are queued, up to LOOKAHEAD_BYTES of log: the worker does
+    not wait for a file's last commit to start on the next files, and small
+    files are queued many at a time."""
     logs = tmp_path / "logs"
     logs.mkdir()
     _write_logs(logs)
+    for zst in logs.glob("*.zst"):  # read whole: its first range is the file
+        zst.unlink()
     asked: list[tuple[str, int]] = []  # (file, offset) of each range, in the order asked
 
     class Recording(cf.ProcessPoolExecutor):
@@ -104,14 +110,14 @@ def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp
     monkeypatch.setattr(pipeline, "worker_pool",
                         lambda: Recording(max_workers=1, mp_context=multiprocessing.get_context("spawn")))
     monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
-    monkeypatch.setattr(pipeline, "RANGE_BYTES", 4096)
-    monkeypatch.setattr(pipeline, "LOOKAHEAD", 3)
+    monkeypatch.setattr(pipeline, "RANGE_BYTES", 4096)  # each file holds several
+    monkeypatch.setattr(pipeline, "LOOKAHEAD_BYTES", lookahead_bytes)
     with Index.open(tmp_path / "r.db") as ix:
         ix.sync([str(logs)])
     firsts = [name for name, offset in asked if offset == 0]
-    assert len(firsts) == len(set(firsts)) >= 4  # each file's first range once
+    assert len(firsts) == len(set(firsts)) == 5  # each file's first range once
     second = next(i for i, (_, offset) in enumerate(asked) if offset > 0)
-    assert [name for name, _ in asked[:second]] == firsts[:1 + 3]  # the file being read, and three ahead
+    assert [name for name, _ in asked[:second]] == firsts[:1 + ahead]  # the file being read, and those ahead
 
 
 def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path, monkeypatch):

@@ -768,3 +768,20 @@ def test_a_bulk_pass_ends_with_one_fts_segment(index, logs_dir, canonical, monke
     assert _fts_segments(index) > 1  # 20 of 68: no optimize, a segment per commit
     assert len(messages(index)) == len(before) + 20
     assert len(found(index, "kerning")) == 68
+
+
+def test_a_first_pass_lists_new_files_in_one_transaction(index, logs_dir, canonical):
+    """Each new log gets its row in `files` inside the pass's group, not in a
+    transaction (a WAL commit) of its own: 40 small logs take a few commits."""
+    for f in range(40):
+        a = canonical(f"sess-{f}")
+        write(logs_dir / f"{f}.jsonl", a.session(), a.message("m1", f"ligature {f}"))
+    commits = []
+    index.store.conn.set_commit_hook(lambda: bool(commits.append(1)))
+    try:
+        report = index.sync([logs_dir])
+    finally:
+        index.store.conn.set_commit_hook(None)
+    assert report.files_read == 40 and report.messages_added == 40
+    assert 1 <= len(commits) <= 3
+    assert len(found(index, "ligature")) == 40

@@ -22,6 +22,7 @@ from pathlib import Path
 import zstandard
 
 CHUNK = 1 << 20
+LINES_CHUNK = 64 << 10
 HEAD_SAMPLE = 64 << 10
 TAIL_SAMPLE = 4 << 10
 
@@ -162,7 +163,8 @@ def file_identity(path: str, size: int) -> str:
     return _blake(str(size).encode(), head, tail)
 
 
-def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | None = None) -> Iterator[bytes]:
+def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | None = None,
+            size: int = CHUNK) -> Iterator[bytes]:
     with open(path, "rb") as fh:
         if prefix is not None and not is_zst(path):
             # The samples of what was consumed before `offset`, through the
@@ -176,22 +178,22 @@ def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | 
             reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
             skip = offset
             while skip:
-                got = reader.read(min(skip, CHUNK))
+                got = reader.read(min(skip, size))
                 if not got:
                     return
                 skip -= len(got)
         else:
             fh.seek(offset)
             reader = fh
-        while chunk := reader.read(CHUNK):
+        while chunk := reader.read(size):
             yield chunk
 
 
 def read_blocks(path: str, offset: int, *, expect: str | None = None,
-                prefix: Prefix | None = None) -> Iterator[bytes]:
+                prefix: Prefix | None = None, size: int = CHUNK) -> Iterator[bytes]:
     """The bytes after `offset` in blocks that each end with a newline (about
-    CHUNK bytes; a line of any length arrives whole, in one block). A last line
-    without its newline is not returned: it waits for it.
+    `size` bytes; a line of any length arrives whole, in one block). A last
+    line without its newline is not returned: it waits for it.
 
     Given `prefix` (a plain file), it is set, when the file is opened, to the
     samples of the bytes before `offset` (the caller advances it over the
@@ -199,7 +201,7 @@ def read_blocks(path: str, offset: int, *, expect: str | None = None,
     read consumed them, a file whose prefix is no longer that raises
     FileChanged before anything is read."""
     pending: list[bytes] = []
-    for chunk in _chunks(path, offset, expect, prefix):
+    for chunk in _chunks(path, offset, expect, prefix, size):
         nl = chunk.rfind(b"\n")
         if nl == -1:
             pending.append(chunk)
@@ -216,9 +218,10 @@ def read_blocks(path: str, offset: int, *, expect: str | None = None,
 
 def read_lines(path: str, offset: int) -> Iterator[tuple[bytes, int]]:
     """(line without newline, offset just past its newline) for each complete
-    line after `offset`."""
+    line after `offset`. For a file's first lines (its kind): it reads in
+    small chunks, so a caller that stops early has not read a whole MiB."""
     pos = offset
-    for block in read_blocks(path, offset):
+    for block in read_blocks(path, offset, size=LINES_CHUNK):
         lines = block.split(b"\n")
         lines.pop()  # the empty piece after the block's last newline
         for line in lines:

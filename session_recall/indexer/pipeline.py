@@ -127,8 +127,11 @@ def read_range(path: str, kind: str, offset: int, state: dict, key: bytes, batch
 # connection and maybe watcher threads) costs more than it saves.
 WORKER_MIN_BYTES = 32 << 20
 RANGE_BYTES = 8 << 20
-# First ranges of the next files queued on the worker while one is committed.
-LOOKAHEAD = 3
+# First ranges of the next files queued on the worker while one is committed,
+# up to this much log (at least one file): three full ranges, or many small
+# files, whose round trips through the pool would otherwise leave both
+# processes waiting on each other.
+LOOKAHEAD_BYTES = 3 * RANGE_BYTES
 
 
 def worker_pool() -> cf.ProcessPoolExecutor:

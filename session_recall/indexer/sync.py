@@ -260,6 +260,9 @@ class Syncer:
             self.report.files_missing += len(gone)
         n_files = 0
         jobs: list[ReadJob] = []
+        # The files' rows (a first pass adds one per log) are written in the
+        # group's transaction, not one transaction each.
+        self.store.begin_group()
         for real in found_real:
             if self.stop_requested:
                 break
@@ -379,15 +382,24 @@ class Syncer:
             return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
                                self.batch_lines, self.batch_bytes, span, None if F.is_zst(job.path) else expect)
 
-        pending = iter(jobs)
+        def first_range(job: ReadJob) -> int:  # bytes of log (a .zst is read whole)
+            left = max(0, job.st.st_size - job.offset)
+            return left if F.is_zst(job.path) else min(left, P.RANGE_BYTES)
+
+        pending = deque(jobs)
         # Reads queued on the worker, in file order: the next range of the
         # file being committed first, then the first ranges of the next files
-        # (P.LOOKAHEAD of them), so neither process waits for the other where
-        # files differ in size. Files are still committed one after another.
+        # (up to P.LOOKAHEAD_BYTES of log), so neither process waits for the
+        # other where files differ in size. Files are still committed one
+        # after another.
         ahead: deque[tuple[ReadJob, cf.Future]] = deque()
+        queued = 0  # bytes of log in `ahead`
         with P.worker_pool() as pool:
             def fill() -> None:
-                while len(ahead) < P.LOOKAHEAD and (job := next(pending, None)) is not None:
+                nonlocal queued
+                while pending and (not ahead or queued + first_range(pending[0]) <= P.LOOKAHEAD_BYTES):
+                    job = pending.popleft()
+                    queued += first_range(job)
                     ahead.append((job, submit(job, job.offset, job.state, job.expect)))
 
             fill()
@@ -395,6 +407,7 @@ class Syncer:
             while (following or ahead) and not self.stop_requested:
                 if following is None:
                     job, future = ahead.popleft()
+                    queued -= first_range(job)
                 else:
                     future, following = following, None
                 fill()
