@@ -5,7 +5,17 @@
         ix.sync(["~/sessions"])
 """
 
-from .index import Index
+from __future__ import annotations
 
 __all__ = ["Index"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Imported on first use: a parsing worker process imports the indexer's
+    # pure modules, not the store, the query engine and the settings.
+    if name == "Index":
+        from .index import Index
+
+        return Index
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

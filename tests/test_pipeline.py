@@ -10,6 +10,8 @@ import multiprocessing
 import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,16 @@ def test_each_batch_carries_the_parser_state_of_its_own_offset(tmp_path: Path):
     out = list(pipeline.batches(str(log), "canonical", 0, {}, b"k", batch_lines=10, batch_bytes=1 << 20))
     assert out[0].state == {"cwd": {"a": "/a"}}
     assert out[-1].state == {"cwd": {"a": "/a", "b": "/b"}}
+
+
+def test_the_worker_imports_only_what_reading_needs():
+    """A spawned worker starts by importing the pipeline: not the store, the
+    query engine or the settings, whose imports cost it a tenth of a second
+    and more of a build's start (docs/indexing.md)."""
+    code = "import json, sys, session_recall.indexer.pipeline; print(json.dumps(sorted(sys.modules)))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout))
+    assert "session_recall.indexer.pipeline" in loaded
+    heavy = {"session_recall.store", "session_recall.index", "session_recall.config", "session_recall.query",
+             "pydantic_settings", "jieba"}
+    assert heavy.isdisjoint(loaded)
