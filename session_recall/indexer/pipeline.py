@@ -128,10 +128,11 @@ def read_range(path: str, kind: str, offset: int, state: dict, key: bytes, batch
 WORKER_MIN_BYTES = 32 << 20
 RANGE_BYTES = 8 << 20
 # First ranges of the next files queued on the worker while one is committed,
-# up to this much log (at least one file): three full ranges, or many small
+# up to this much log (at least one file): one full range, or a dozen small
 # files, whose round trips through the pool would otherwise leave both
-# processes waiting on each other.
-LOOKAHEAD_BYTES = 3 * RANGE_BYTES
+# processes waiting on each other. Parsed, a range takes about 2.7 times its
+# size in memory (the bench's mixed corpus) until the writer commits it.
+LOOKAHEAD_BYTES = RANGE_BYTES
 
 
 def worker_pool() -> cf.ProcessPoolExecutor:
