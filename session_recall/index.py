@@ -12,7 +12,7 @@ import orjson
 from .config import Settings, default_db, load_settings
 from .indexer.sync import Progress, Syncer, SyncReport
 from .model import Envelope
-from .query.engine import Engine, Run
+from .query.engine import FTS_FIRST_PAGE, Engine, Run
 from .query.gates import Confirm, Scope
 from .store import Store, WriterBusy
 
@@ -168,7 +168,7 @@ class Index:
         if not terms:
             return out
         c = self.store.conn
-        for hit in self.engine._hits(terms, Scope("all", "/"), Run()):
+        for hit in self.engine._hits(terms, Scope("all", "/"), Run(), first=FTS_FIRST_PAGE):
             role, mid, ts, text, atts = c.execute(
                 "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)).fetchone()
             out.append((Match(mid, role, ts, text, orjson.loads(atts) if atts else [], hit.score), self.session(hit.session)))

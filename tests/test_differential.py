@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 
 from session_recall import Index
-from session_recall.query.engine import Run
+from session_recall.query.engine import FTS_FIRST_PAGE, Run
 from session_recall.query.gates import Scope
 from session_recall.text.redact import Redactor, find_secret
 
@@ -463,7 +463,7 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
                     # The CJK fallback scan is a safety net for the index: when it
                     # is what found the matches, the FTS path missed them.
                     run = Run()
-                    list(ix.engine._hits(ix.engine.retriever.parse(query), Scope("all", "/"), run))
+                    list(ix.engine._hits(ix.engine.retriever.parse(query), Scope("all", "/"), run, first=FTS_FIRST_PAGE))
                     assert run.engine != "cjk-fallback", f"query {query!r}: the index missed {sorted(got)}"
     finally:
         shutil.rmtree(root, ignore_errors=True)

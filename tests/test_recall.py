@@ -271,6 +271,39 @@ def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypat
     assert answers() == whole
 
 
+@pytest.mark.parametrize("first_page", [1, 3])
+def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch, first_page):
+    """Question mode reads its candidates through a top-N sort of
+    QUESTION_FIRST_PAGE and the rest from a second query: its answer (which
+    messages, in which order, with which scores) is that of one query."""
+    from session_recall.query import engine
+
+    for i in range(8):
+        s = corpus.session(f"q{i}", proj, started_at=f"2026-11-0{i + 1}T08:00:00Z")
+        s.say("m1", "the ledger " * (1 + i % 3) + f"was closed on day {i}")
+        s.say("m2", "reconcile the ledger entries" if i % 2 else "nothing to see", role="assistant")
+    ix = corpus.open()
+
+    def answers():
+        out = []
+        for limit in (1, 4, 10):
+            pages = [ix.recall(question="when was the ledger closed and reconciled?", cwd=str(proj), limit=limit)]
+            while pages[-1].next_cursor:
+                pages.append(ix.recall(question="when was the ledger closed and reconciled?", cwd=str(proj),
+                                       limit=limit, cursor=pages[-1].next_cursor))
+            out.append([(a, r.score, r.matched_terms) for p in pages for a, r in zip(anchors(p), p.results)])
+        return out
+
+    monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", 10**9)
+    whole = answers()
+    assert len(whole[-1]) == 8  # one passage per session: each turn holds both its messages
+    monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", first_page)
+    with statements(ix) as seen:
+        assert answers() == whole
+    fts = [b for sql, b in seen if "MATCH" in sql and "bm25" in sql]
+    assert any(b[-1] == first_page for b in fts) and any("OFFSET" in sql for sql, _ in seen)
+
+
 @contextlib.contextmanager
 def statements(ix: Index, on_statement=None):
     """The (sql, bindings) of every statement the index's connection runs

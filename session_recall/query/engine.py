@@ -73,6 +73,10 @@ TITLE_WEIGHT = 1.0
 # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
 # question on the bench's 250 MB corpus cost tens of ms, not seconds.
 QUESTION_POOL = 200
+# ...so question mode reads its candidates through a top-N sort of twice the
+# pool (verification drops few: a candidate holds a keyword's tokens), and
+# reads on from a second query only if that ever runs short.
+QUESTION_FIRST_PAGE = 2 * QUESTION_POOL
 # A term query reads its best FTS_FIRST_PAGE candidates from a top-N sort
 # (a limit of 5 verifies a handful); SQLite still scores every match, but
 # skips sorting them all. A query that reads on pays one more query.
@@ -302,8 +306,10 @@ class Engine:
             if (len(matched) == len(folded)) if need_all else matched:
                 yield Hit(rowid, session, turn, -score, ts, matched)
 
-    def _hits(self, terms: list[Term], scope: Scope, run: Run, *, any_term: bool = False):
-        """Verified hits in rank order, choosing the engine."""
+    def _hits(self, terms: list[Term], scope: Scope, run: Run, *, first: int | None, any_term: bool = False):
+        """Verified hits in rank order, choosing the engine. `first`: the
+        FTS5 candidates read through a top-N sort before the rest (_fts); None
+        for a caller that reads thousands (partial matches): one query."""
         scope_sql, params = self._scope_sql(scope)
         literal = self._literal_sql(terms, any_term)
         indexed = [t for t in terms if t.tokens.tokens]
@@ -315,8 +321,7 @@ class Engine:
         expr = fts_query(indexed, any_term)
         run.engine = "fts"
         found = False
-        # Callers of any_term read hundreds to thousands of hits: one query.
-        rows = self._fts(expr, scope_sql, params, run, first=None if any_term else FTS_FIRST_PAGE)
+        rows = self._fts(expr, scope_sql, params, run, first=first)
         for hit in self._verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
@@ -464,12 +469,13 @@ class Engine:
         need = offset + limit
         partial = False
         if terms and kw_terms:
-            hits = self._rank_by_keywords(self._hits(terms, scope, run), kw_terms, kw_group)
+            hits = self._rank_by_keywords(self._hits(terms, scope, run, first=FTS_FIRST_PAGE), kw_terms, kw_group)
         elif terms:
-            hits = self._hits(terms, scope, run)
+            hits = self._hits(terms, scope, run, first=FTS_FIRST_PAGE)
         else:
             # question only: a message with more of the keywords comes first
-            hits = self._by_question(self._hits(kw_terms, scope, run, any_term=True), kw_terms, kw_group, run)
+            hits = self._by_question(self._hits(kw_terms, scope, run, any_term=True, first=QUESTION_FIRST_PAGE),
+                                     kw_terms, kw_group, run)
         selected, more = self._select(hits, limit, need)
         if not selected and len(terms) > PARTIAL_MAX_TERMS and not kw_terms:
             run.gaps["partial"] = (f"no message contains all {len(terms)} terms; partial matches are looked for "
@@ -480,9 +486,9 @@ class Engine:
             if not alive:
                 ranked = iter(())
             elif len(alive) == 1:  # every hit has the one term: coverage ties, rank order stands
-                ranked = self._hits(alive, scope, partial_run)
+                ranked = self._hits(alive, scope, partial_run, first=FTS_FIRST_PAGE)
             else:
-                ranked = self._by_coverage(self._hits(alive, scope, partial_run, any_term=True))
+                ranked = self._by_coverage(self._hits(alive, scope, partial_run, any_term=True, first=None))
             selected, more = self._select(ranked, limit, need)
             for h in selected:
                 h.partial = True
