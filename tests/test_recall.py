@@ -304,6 +304,29 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
     assert any(b[-1] == first_page for b in fts) and any("OFFSET" in sql for sql, _ in seen)
 
 
+def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
+    """`简历 qzxjvkwy`: the AND finds nothing, and the index vouches that no
+    message holds `qzxjvkwy` (no candidate anywhere), so the CJK fallback
+    does not scan the stored text for it; the partial matches are what they
+    were. `简历 模板` (CJK only, both present but never together) still scans."""
+    for i in range(5):
+        corpus.session(f"s{i}", proj).say("m1", f"简历 draft {i}").say("m2", f"模板 number {i}")
+    ix = corpus.open()
+
+    def scans(seen) -> int:
+        return sum("0.0 FROM messages WHERE session = ?" in sql for sql, _ in seen)  # _scan, per session
+
+    with statements(ix) as seen:
+        env = ix.recall("简历 qzxjvkwy", cwd=str(proj), limit=10)
+    assert env.status == "partial" and len(env.results) == 5
+    assert all(r.matched_terms == ["简历"] for r in env.results)
+    assert scans(seen) == 0
+    with statements(ix) as seen:
+        env = ix.recall("简历 模板", cwd=str(proj), limit=10)
+    assert env.status == "partial" and len(env.results) == 5  # a passage per turn: both its messages
+    assert scans(seen) == 5  # the fallback visited the five sessions
+
+
 @contextlib.contextmanager
 def statements(ix: Index, on_statement=None):
     """The (sql, bindings) of every statement the index's connection runs

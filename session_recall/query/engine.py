@@ -325,8 +325,12 @@ class Engine:
         for hit in self._verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
-        if not found and any(HAS_CJK.search(t.folded) for t in terms):
-            # The index should have answered; an exact scan makes sure.
+        if not found and any(HAS_CJK.search(t.folded) for t in terms) and (
+                any_term or len(self._possible(terms)) == len(terms)):
+            # The index should have answered; an exact scan makes sure. Not
+            # for an AND with a term the index vouches for (no CJK) and holds
+            # no candidate of anywhere: candidates are a superset of the
+            # matches, so no message holds that term, and none the AND.
             run.engine = "cjk-fallback"
             yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
                                     run=run)
