@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_recall.text.fold import fold, fold_form, literal_chars
+from session_recall.text.fold import fold, fold_form, literal_chars, literal_forms
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
 
 SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
@@ -210,7 +210,7 @@ def test_term_tokens_examples(term, tokens, prefix):
 # --- the fast paths of folding, against the definition --------------------------
 
 _FOLD_ALPHABET = st.sampled_from(
-    list("aZß ﬁ①２Ｆｏ，：！？　。、人们㐂㐄右手⼿㊨가ᄀ\u1161ｶﾞ\u0301\u0316Ａé\ue000")
+    list("aZß ﬁ①２Ｆｏ，：！？　。、人们㐂㐄右手⼿㊨가ᄀ\u1161ｶﾞ\u0301\u0316Ａé\ue000一⼀㊀\u91d1\u2fa6\uf90a㈮月⽉㋀日")
 ) | st.characters(blacklist_categories=("Cs",))
 
 
@@ -228,22 +228,27 @@ def test_fold_equals_nfkc_then_casefold(text):
 @settings(max_examples=400, deadline=None)
 @given(st.text(_FOLD_ALPHABET, max_size=20), st.text(_FOLD_ALPHABET, min_size=1, max_size=4),
        st.text(_FOLD_ALPHABET, max_size=20))
-def test_literal_chars_are_a_necessary_condition(before, raw_term, after):
-    """What the scans test in SQL before folding: a text whose fold holds a
-    term holds the term's literal characters (and the term itself when all of
-    its characters are literal and none is a combining mark)."""
+def test_literal_forms_are_a_necessary_condition(before, raw_term, after):
+    """What the scans test before folding: a text whose fold holds a term
+    holds, for each character of literal_forms, one of its forms (and the term
+    itself when all of its characters have a single form and none is a
+    combining mark)."""
     text = before + raw_term + after
     term = fold(raw_term)
     if term not in fold(text):
         return
+    forms = literal_forms(term)
+    assert all(any(f in text for f in fs) for fs in forms.values())
     chars = literal_chars(term)
-    assert all(c in text for c in chars)
     if len(chars) > 1 and chars == set(term) and not any(map(unicodedata.combining, chars)):
         assert term in text
 
 
-def test_literal_chars_examples():
+def test_literal_forms_examples():
     assert literal_chars("㐂㐄") == {"㐂", "㐄"}
-    assert literal_chars("人") == set()  # ⼈ (a Kangxi radical) folds to it
-    assert literal_chars("font") == set()  # Ｆ and F fold to f
-    assert literal_chars("한") == set()  # composed from jamo
+    assert literal_forms("人") == {"人": frozenset("人⼈㆟")}  # a Kangxi radical and an annotation mark fold to it
+    assert literal_chars("人") == set()
+    # 金: a Kangxi radical, a compatibility ideograph and two enclosed forms fold to it
+    assert literal_forms("\u91d1") == {"\u91d1": frozenset("\u91d1\u2fa6\uf90a\u322e\u328e")}
+    assert literal_forms("font") == {}  # F, Ｆ and dozens of mathematical letters fold to f
+    assert literal_forms("한") == {}  # composed from jamo

@@ -22,6 +22,8 @@ import pytest
 from session_recall import Index
 from session_recall.model import Envelope
 from session_recall.query import passages as P
+from session_recall.query.engine import Run
+from session_recall.query.gates import Scope
 from session_recall.text.redact import KINDS, find_secret
 
 # One sample per secret kind of the redactor: (text to plant, a fragment of
@@ -764,6 +766,29 @@ def test_pinned_cwds_come_first_and_are_reported(tmp_path, corpus):
 
 
 # --- the session scan ------------------------------------------------------------------------
+
+
+def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
+    """The scan's prefilter (Engine._literal): a character that others fold to
+    (金 from ⾦, 金, ㈮ and ㊎) is looked for in each of its forms on a row's
+    raw text before anything is folded. What passes holds the term in some
+    form, and verification then finds exactly the messages whose fold holds it."""
+    texts = {"m1": "合计\u2fa6額 100", "m2": "金额 200", "m3": "\u322e曜日", "m4": "a pasted \uf90a",
+             "m5": "nothing here", "m6": "全额 300"}
+    s = corpus.session("s1", proj)
+    for mid, text in texts.items():
+        s.say(mid, text, turn=mid)
+    ix = corpus.open()
+    eng = ix.engine
+    terms = eng.retriever.parse("金")
+    literal = eng._literal(terms, any_term=False)
+    assert literal.sql() == ("", [])  # no character of one form: nothing for SQLite to test
+    scope_sql, params = eng._scope_sql(Scope("all", "/"))
+    names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
+    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
+    assert passed == ["m1", "m2", "m3", "m4"]
+    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
+    assert sorted(names[h.rowid] for h in hits) == passed
 
 
 def test_a_symbols_only_term_is_answered_by_the_session_scan(proj, corpus):

@@ -25,6 +25,7 @@ import math
 import time
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import apsw
@@ -32,7 +33,7 @@ import orjson
 
 from ..config import Settings
 from ..model import Diagnostics, Envelope, Result
-from ..text.fold import HAS_CJK, literal_chars, match_text, replace_lone_surrogates
+from ..text.fold import HAS_CJK, literal_forms, match_text, replace_lone_surrogates
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
@@ -127,6 +128,48 @@ class Run:
     sessions_scanned: int = 0
     reranked: list[str] = field(default_factory=list)
     gaps: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Literal:
+    """What a matching message holds literally (Engine._literal): for each
+    term, groups of forms, each group a character and what folds to it; a
+    message holds a term when it holds some form of every group. SQLite tests
+    the groups of one form (`instr`, before a row is read); Python tests the
+    rest on the row's raw text (a few substring tests, where an `instr` per
+    form over every row costs more than the folding they save)."""
+
+    per_term: list[list[tuple[str, ...]]]
+    any_term: bool
+
+    def sql(self) -> tuple[str, list[str]]:
+        conds: list[str] = []
+        params: list[str] = []
+        for groups in self.per_term:
+            single = [g[0] for g in groups if len(g) == 1]
+            if not single:
+                if self.any_term:
+                    return "", []  # this term may be anywhere
+                continue
+            conds.append("(" + " AND ".join(["(instr(text, ?) OR instr(coalesce(attachments, ''), ?))"] * len(single))
+                         + ")")
+            params += [c for c in single for _ in (0, 1)]
+        if not conds:
+            return "", []
+        return " AND (" + (" OR " if self.any_term else " AND ").join(conds) + ")", params
+
+    @property
+    def holds(self) -> Callable[[str, str | None], bool] | None:
+        """The test of the groups of several forms, or None when there are none."""
+        if all(len(g) == 1 for groups in self.per_term for g in groups):
+            return None
+        per_term = self.per_term
+        combine = any if self.any_term else all
+
+        def holds(text: str, atts: str | None) -> bool:
+            return combine(all(any(x in text or (atts is not None and x in atts) for x in g) for g in groups)
+                           for groups in per_term)
+        return holds
 
 
 def _cursor_key(**params) -> str:
@@ -236,34 +279,29 @@ class Engine:
             yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, first])
 
     @staticmethod
-    def _literal_sql(terms: list[Term], any_term: bool) -> tuple[str, list[str]]:
-        """A necessary condition, in SQL, for a message to hold the terms: the
-        characters of each that a matching text must hold literally
-        (fold.literal_chars), so a scan folds only the messages that pass."""
-        conds: list[str] = []
-        params: list[str] = []
+    def _literal(terms: list[Term], any_term: bool) -> Literal:
+        """A necessary condition for a message to hold the terms: the
+        characters of each that a matching text must hold literally, in one of
+        their few forms (fold.literal_forms), so a scan folds only the
+        messages that pass."""
+        per_term: list[list[tuple[str, ...]]] = []
         for t in terms:
             # Attachment names are tested in their JSON, where a control
-            # character, `"` or `\` is escaped: those are not looked for.
-            chars = sorted(c for c in literal_chars(t.folded) if orjson.dumps(c)[1:-1].decode() == c)
-            if len(chars) > 1 and set(chars) == set(t.folded) and not any(map(unicodedata.combining, chars)):
-                # Every character is literal, none moves in the normalization
-                # and none folds to nothing: the term itself is in the text.
-                chars = [t.folded]
-            if not chars:
-                if any_term:
-                    return "", []  # this term may be anywhere
-                continue
-            conds.append("(" + " AND ".join(["(instr(text, ?) OR instr(coalesce(attachments, ''), ?))"] * len(chars))
-                         + ")")
-            params += [c for c in chars for _ in (0, 1)]
-        if not conds:
-            return "", []
-        return " AND (" + (" OR " if any_term else " AND ").join(conds) + ")", params
+            # character, `"` or `\` is escaped: such a form is not looked for.
+            forms = [f for f in literal_forms(t.folded).values() if all(orjson.dumps(x)[1:-1].decode() == x for x in f)]
+            if (len(forms) > 1 and set().union(*forms) == set(t.folded)
+                    and not any(map(unicodedata.combining, t.folded))):
+                # Every character has no other form, none moves in the
+                # normalization and none folds to nothing: the term itself is
+                # in the text.
+                per_term.append([(t.folded,)])
+            else:
+                per_term.append(sorted((tuple(sorted(f)) for f in forms), key=lambda g: (len(g), g)))
+        return Literal(per_term, any_term)
 
-    def _scan(self, scope_sql: str, params: list, run: Run, literal: tuple[str, list[str]] = ("", [])):
+    def _scan(self, scope_sql: str, params: list, run: Run, literal: Literal | None = None):
         """Stored text of in-scope sessions, most recent first, within the
-        budget; `literal` (from _literal_sql) leaves out messages that cannot match."""
+        budget; `literal` (from _literal) leaves out messages that cannot match."""
         budget = self.settings.scan_budget_sessions
         pinned = ""
         if self.settings.pinned_cwds:  # pinned cwds first here too (and scanned first, within the budget)
@@ -278,11 +316,14 @@ class Engine:
             run.gaps["scan"] = (f"the exact scan visited the {budget} most recent sessions in scope (its budget); "
                                 "older sessions were not searched for the terms the index cannot look up")
             sessions = sessions[:budget]
+        sql, sql_params = literal.sql() if literal else ("", [])
+        holds = literal.holds if literal else None
         for (sid,) in sessions:
             run.sessions_scanned += 1
-            yield from self.conn.execute(
+            rows = self.conn.execute(
                 f"SELECT id, session, turn_id, ts, text, attachments, nfkc, 0.0 FROM messages WHERE session = ?"
-                f"{literal[0]} ORDER BY ts DESC, id DESC", (sid, *literal[1]))
+                f"{sql} ORDER BY ts DESC, id DESC", (sid, *sql_params))
+            yield from (rows if holds is None else (r for r in rows if holds(r[4], r[5])))
 
     def _verify(self, rows, terms: list[Term], *, need_all: bool, run: Run):
         """Hits among candidate rows (id, session, turn, ts, text, attachments,
@@ -311,7 +352,7 @@ class Engine:
         FTS5 candidates read through a top-N sort before the rest (_fts); None
         for a caller that reads thousands (partial matches): one query."""
         scope_sql, params = self._scope_sql(scope)
-        literal = self._literal_sql(terms, any_term)
+        literal = self._literal(terms, any_term)
         indexed = [t for t in terms if t.tokens.tokens]
         if not indexed or (any_term and len(indexed) < len(terms)):
             run.engine = "session-scan"

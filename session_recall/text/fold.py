@@ -132,10 +132,12 @@ def is_word_char(ch: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _fold_images() -> frozenset[str]:
-    """Every character that folding produces from some other character
-    (computed once, in about 0.2 s, by the first scan that asks)."""
-    images: set[str] = set()
+def _fold_sources() -> dict[str, frozenset[str]]:
+    """For every character that folding produces from some other character,
+    those other characters (computed once, in about 0.3 s, by the first scan
+    that asks): `金` from `⾦` (a Kangxi radical) and `金` (a compatibility
+    ideograph), `f` from `F`, `Ｆ` and dozens of mathematical letters."""
+    sources: dict[str, set[str]] = {}
     for cp in range(0x110000):
         if 0xD800 <= cp < 0xE000:
             continue
@@ -144,17 +146,38 @@ def _fold_images() -> frozenset[str]:
             continue  # NFKC leaves a character without decomposition alone
         f = fold(c)
         if f != c:
-            images.update(f)
-    return frozenset(images)
+            for x in set(f):
+                sources.setdefault(x, set()).add(c)
+    return {x: frozenset(cs) for x, cs in sources.items()}
+
+
+# A character is looked for in at most this many forms (itself and what
+# folds to it): `人` in three, `金` in five, `一` in six (`⼀㆒㈠㊀🈩`); not
+# `日` (35: the ideographic telegraph days) nor a Latin letter, which has
+# upper-case, full-width and dozens of mathematical forms.
+LITERAL_FORMS = 36
+
+
+def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
+    """Characters of a folded term that every text whose fold holds the term
+    holds literally in one of a few forms: the character itself or one of the
+    characters that fold to it. Only characters that no composition makes
+    (no decomposition; not a Hangul syllable, composed from jamo by an
+    algorithm), that fold to themselves, and that have at most LITERAL_FORMS
+    forms. A scan tests them in SQL before it folds anything (a necessary
+    condition, so it stays exact)."""
+    sources = _fold_sources()
+    out: dict[str, frozenset[str]] = {}
+    for c in set(folded_term):
+        if unicodedata.decomposition(c) or "\uac00" <= c <= "\ud7a3" or fold(c) != c or c.isspace():
+            continue
+        forms = sources.get(c, frozenset()) | {c}
+        if len(forms) <= LITERAL_FORMS:
+            out[c] = forms
+    return out
 
 
 def literal_chars(folded_term: str) -> set[str]:
-    """Characters of a folded term that every text whose fold holds the term
-    holds literally: those no other character folds to, that no composition
-    makes (no decomposition; not a Hangul syllable, composed from jamo by an
-    algorithm), and that fold to themselves. A scan tests them in SQL before
-    it folds anything (a necessary condition, so it stays exact)."""
-    images = _fold_images()
-    return {c for c in folded_term
-            if c not in images and not unicodedata.decomposition(c) and not "\uac00" <= c <= "\ud7a3"
-            and fold(c) == c and not c.isspace()}
+    """The characters of literal_forms that have no other form: those no
+    other character folds to."""
+    return {c for c, forms in literal_forms(folded_term).items() if len(forms) == 1}
