@@ -160,7 +160,9 @@ class Literal:
 
     @property
     def holds(self) -> Callable[[str, str | None], bool] | None:
-        """The test of the groups of several forms, or None when there are none."""
+        """A test of every group on a row's raw text (the groups of one form
+        again, which costs little), or None when every group has one form:
+        then SQLite has tested them all."""
         if all(len(g) == 1 for groups in self.per_term for g in groups):
             return None
         per_term = self.per_term
@@ -289,7 +291,7 @@ class Engine:
             # Attachment names are tested in their JSON, where a control
             # character, `"` or `\` is escaped: such a form is not looked for.
             forms = [f for f in literal_forms(t.folded).values() if all(orjson.dumps(x)[1:-1].decode() == x for x in f)]
-            if (len(forms) > 1 and set().union(*forms) == set(t.folded)
+            if (len(forms) > 1 and all(len(f) == 1 for f in forms) and set().union(*forms) == set(t.folded)
                     and not any(map(unicodedata.combining, t.folded))):
                 # Every character has no other form, none moves in the
                 # normalization and none folds to nothing: the term itself is
