@@ -152,9 +152,9 @@ def _fold_sources() -> dict[str, frozenset[str]]:
 
 
 # A character is looked for in at most this many forms (itself and what
-# folds to it): `人` in three, `金` in five, `一` in six (`⼀㆒㈠㊀🈩`); not
-# `日` (35: the ideographic telegraph days) nor a Latin letter, which has
-# upper-case, full-width and dozens of mathematical forms.
+# folds to it): `人` in three, `金` in five, `一` in six (`⼀㆒㈠㊀🈩`), a
+# digit in 27, `日` in 35 (with the ideographic telegraph days); not a Latin
+# letter (38 to 87: upper case, full width, dozens of mathematical forms).
 LITERAL_FORMS = 36
 
 
@@ -164,8 +164,9 @@ def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
     characters that fold to it. Only characters that no composition makes
     (no decomposition; not a Hangul syllable, composed from jamo by an
     algorithm), that fold to themselves, and that have at most LITERAL_FORMS
-    forms. A scan tests them in SQL before it folds anything (a necessary
-    condition, so it stays exact)."""
+    forms. A scan tests them before it folds anything (a necessary
+    condition, so it stays exact): SQLite those of one form, Python the rest
+    (query.engine.Literal)."""
     sources = _fold_sources()
     out: dict[str, frozenset[str]] = {}
     for c in set(folded_term):
