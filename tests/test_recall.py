@@ -791,6 +791,24 @@ def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
     assert sorted(names[h.rowid] for h in hits) == passed
 
 
+def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
+    """The prefilter's table of forms (fold.literal_forms; about 0.2 s to build
+    in a new process) is worked out when a query scans, never for one the
+    index answers: an MCP server's first recall does not pay for it."""
+    from session_recall.query import engine
+
+    s = corpus.session("s1", proj)
+    s.say("m1", "call price->round() in 简历")
+    ix = corpus.open()
+    asked: list[str] = []
+    real = engine.literal_forms
+    monkeypatch.setattr(engine, "literal_forms", lambda term: asked.append(term) or real(term))
+    assert ix.recall("price 简历", cwd=str(proj)).diagnostics.engine == "fts"
+    assert asked == []
+    assert ix.recall("->", cwd=str(proj)).diagnostics.engine == "session-scan"
+    assert asked == ["->"]
+
+
 def test_a_symbols_only_term_is_answered_by_the_session_scan(proj, corpus):
     for i in range(4):
         s = corpus.session(f"s{i}", proj, started_at=f"2026-11-{10 + i}T08:00:00Z")

@@ -354,12 +354,15 @@ class Engine:
         FTS5 candidates read through a top-N sort before the rest (_fts); None
         for a caller that reads thousands (partial matches): one query."""
         scope_sql, params = self._scope_sql(scope)
-        literal = self._literal(terms, any_term)
+
+        def scanned():  # the prefilter is worked out only for a scan
+            return self._verify(self._scan(scope_sql, params, run, self._literal(terms, any_term)), terms,
+                                need_all=not any_term, run=run)
+
         indexed = [t for t in terms if t.tokens.tokens]
         if not indexed or (any_term and len(indexed) < len(terms)):
             run.engine = "session-scan"
-            yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
-                                    run=run)
+            yield from scanned()
             return
         expr = fts_query(indexed, any_term)
         run.engine = "fts"
@@ -375,8 +378,7 @@ class Engine:
             # no candidate of anywhere: candidates are a superset of the
             # matches, so no message holds that term, and none the AND.
             run.engine = "cjk-fallback"
-            yield from self._verify(self._scan(scope_sql, params, run, literal), terms, need_all=not any_term,
-                                    run=run)
+            yield from scanned()
 
     # --- selection --------------------------------------------------------------
 
