@@ -302,8 +302,8 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
     monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", first_page)
     with statements(ix) as seen:
         assert answers() == whole
-    fts = [b for sql, b in seen if "MATCH" in sql and "bm25" in sql]
-    assert any(b[-1] == first_page for b in fts) and any("OFFSET" in sql for sql, _ in seen)
+    tops = [b for sql, b in seen if sql.startswith("WITH top")]
+    assert tops and all(b[1] == first_page for b in tops) and any("OFFSET" in sql for sql, _ in seen)
 
 
 def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
@@ -327,6 +327,58 @@ def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
         env = ix.recall("简历 模板", cwd=str(proj), limit=10)
     assert env.status == "partial" and len(env.results) == 5  # a passage per turn: both its messages
     assert scans(seen) == 5  # the fallback visited the five sessions
+
+
+@pytest.mark.parametrize("ranked_first", [True, False])
+@pytest.mark.parametrize("settings", [{}, {"recency_half_life_days": 7}, {"pinned_cwds": ["PIN"]},
+                                      {"recency_half_life_days": 3, "pinned_cwds": ["PIN"]}])
+def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeypatch, settings, ranked_first):
+    """The first page either ranks only the best matches by plain bm25 and
+    yields those it proves ahead of every other match (role weights of 0.5-1,
+    a recency boost of up to 2, pinned sessions first), or joins first and
+    sorts the best in scope; the rest come from one query past them. Across
+    roles, lengths, ages, scopes and page sizes, the rows must be those of one
+    query over every match, in its order."""
+    import random
+
+    from session_recall.query import engine as E
+    from session_recall.query.parse import fts_query
+
+    monkeypatch.setattr(E, "RANKED_FIRST_SHARE", 0.0 if ranked_first else 2.0)
+
+    rng = random.Random(7)
+    words = ["ledger", "entry", "closed", "ledger entry"] + [f"pad{i}" for i in range(30)]
+    cwds = [tmp_path / name for name in ("pin", "a", "b")]
+    now = dt.datetime.now(dt.timezone.utc)
+    for i in range(24):
+        s = corpus.session(f"s{i}", rng.choice(cwds))
+        for m in range(rng.randint(3, 12)):
+            ts = (now - dt.timedelta(days=rng.uniform(0, 30))).isoformat().replace("+00:00", "Z")
+            s.say(f"m{m}", " ".join(rng.choices(words, k=rng.randint(1, 60))), turn=f"t{m // 2}", ts=ts,
+                  role=rng.choice(["user", "assistant", "tool_call", "tool_result"]))
+    ties = corpus.session("ties", cwds[1])  # equal bm25: the newest first, whichever FTS5 takes
+    for m in range(8):
+        ties.say(f"m{m}", "ledger entry closed", ts=(now - dt.timedelta(days=m % 3)).isoformat().replace("+00:00", "Z"))
+    settings = {k: [str(cwds[0]) + "/"] if v == ["PIN"] else v for k, v in settings.items()}
+    ix = corpus.open(**settings)
+    engine = ix.engine
+    scopes = [Scope("all", "/"), Scope("project", str(cwds[1])), Scope("project", str(cwds[0]))]
+    proven = rest = 0
+    for query in ["ledger", "entry", "closed", "ledger entry", "\"ledger entry\""]:
+        expr = fts_query(engine.retriever.parse(query))
+        for scope in scopes:
+            scope_sql, params = engine._scope_sql(scope)
+            with ix.store.conn:  # one snapshot, as recall reads
+                whole = list(engine._fts(expr, scope_sql, params, E.Run(), first=None))
+                assert whole
+                for first in (1, 2, 5, 16, 10**6):
+                    with statements(ix) as seen:
+                        assert list(engine._fts(expr, scope_sql, params, E.Run(), first=first)) == whole
+                    assert any(sql.startswith("WITH top") for sql, _ in seen) == ranked_first
+                    offsets = [b[-1] for sql, b in seen if sql.endswith("OFFSET ?")]
+                    proven += sum(offsets)
+                    rest += len(offsets)
+    assert proven > 0 and rest > 0  # both halves ran: rows proven by the first page, and the rest
 
 
 @contextlib.contextmanager
@@ -355,11 +407,12 @@ def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it
         corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i} " + "pad " * i)
     ix = corpus.open()
     monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 3)
-    for limit, queries in ((1, ["LIMIT ?"]), (5, ["LIMIT ?", "LIMIT -1 OFFSET ?"])):
+    for limit, queries in ((1, ["top"]), (5, ["top", "rest"])):
         with statements(ix) as seen:
             env = ix.recall("ledger", cwd=str(proj), limit=limit)
         fts = [sql for sql, _ in seen if "message_fts MATCH" in sql]
-        assert [sql[sql.rindex("LIMIT"):] for sql in fts] == queries
+        assert [("top" if sql.startswith("WITH top") else "rest" if sql.endswith("LIMIT -1 OFFSET ?") else sql)
+                for sql in fts] == queries
         assert len(env.results) == limit
 
 
