@@ -302,8 +302,10 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
     monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", first_page)
     with statements(ix) as seen:
         assert answers() == whole
-    tops = [b for sql, b in seen if sql.startswith("WITH top")]
-    assert tops and all(b[1] == first_page for b in tops) and any("OFFSET" in sql for sql, _ in seen)
+    tops = [b[1] for sql, b in seen if fts_kind(sql) == "top"]
+    assert tops and {engine.RANKED_PAGE * first_page, engine.RANKED_PAGE * engine.RANKED_GROWTH * first_page} >= set(tops)
+    # some recall read on past its first page: the page again, larger, or the joined query
+    assert max(tops) > engine.RANKED_PAGE * first_page or any(fts_kind(sql) in ("page", "rest") for sql, _ in seen)
 
 
 def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
@@ -333,18 +335,20 @@ def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
 @pytest.mark.parametrize("settings", [{}, {"recency_half_life_days": 7}, {"pinned_cwds": ["PIN"]},
                                       {"recency_half_life_days": 3, "pinned_cwds": ["PIN"]}])
 def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeypatch, settings, ranked_first):
-    """The first page either ranks only the best matches by plain bm25 and
-    yields those it proves ahead of every other match (role weights of 0.5-1,
-    a recency boost of up to 2, pinned sessions first), or joins first and
-    sorts the best in scope; the rest come from one query past them. Across
-    roles, lengths, ages, scopes and page sizes, the rows must be those of one
-    query over every match, in its order."""
+    """The first page either starts from the best matches by plain bm25 and
+    yields those it proves ahead of every other match (role weights of
+    0.5-1), or goes straight to the top-N sort of the joined query (a narrow
+    scope, or a re-rank: a recency boost, pinned sessions first); the rest
+    come from one query past them. Across roles, lengths, ages, ties, scopes
+    and page sizes, the rows must be those of one query over every match, in
+    its order."""
     import random
 
     from session_recall.query import engine as E
     from session_recall.query.parse import fts_query
 
     monkeypatch.setattr(E, "RANKED_FIRST_SHARE", 0.0 if ranked_first else 2.0)
+    ranked = ranked_first and not settings
 
     rng = random.Random(7)
     words = ["ledger", "entry", "closed", "ledger entry"] + [f"pad{i}" for i in range(30)]
@@ -355,15 +359,16 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
         for m in range(rng.randint(3, 12)):
             ts = (now - dt.timedelta(days=rng.uniform(0, 30))).isoformat().replace("+00:00", "Z")
             s.say(f"m{m}", " ".join(rng.choices(words, k=rng.randint(1, 60))), turn=f"t{m // 2}", ts=ts,
-                  role=rng.choice(["user", "assistant", "tool_call", "tool_result"]))
+                  role=rng.choice(["user", "assistant", "tool_call", "tool_result", "system"]))
     ties = corpus.session("ties", cwds[1])  # equal bm25: the newest first, whichever FTS5 takes
     for m in range(8):
         ties.say(f"m{m}", "ledger entry closed", ts=(now - dt.timedelta(days=m % 3)).isoformat().replace("+00:00", "Z"))
     settings = {k: [str(cwds[0]) + "/"] if v == ["PIN"] else v for k, v in settings.items()}
     ix = corpus.open(**settings)
     engine = ix.engine
-    scopes = [Scope("all", "/"), Scope("project", str(cwds[1])), Scope("project", str(cwds[0]))]
-    proven = rest = 0
+    scopes = [Scope("all", "/"), Scope("project", str(cwds[1])), Scope("project", str(cwds[0])),
+              Scope("all", "/", session_id="ties")]
+    proven = rests = 0
     for query in ["ledger", "entry", "closed", "ledger entry", "\"ledger entry\""]:
         expr = fts_query(engine.retriever.parse(query))
         for scope in scopes:
@@ -374,11 +379,50 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
                 for first in (1, 2, 5, 16, 10**6):
                     with statements(ix) as seen:
                         assert list(engine._fts(expr, scope_sql, params, E.Run(), first=first)) == whole
-                    assert any(sql.startswith("WITH top") for sql, _ in seen) == ranked_first
-                    offsets = [b[-1] for sql, b in seen if sql.endswith("OFFSET ?")]
-                    proven += sum(offsets)
-                    rest += len(offsets)
-    assert proven > 0 and rest > 0  # both halves ran: rows proven by the first page, and the rest
+                    kinds = [fts_kind(sql) for sql, _ in seen if "message_fts MATCH" in sql]
+                    assert (kinds[0] == "top") == ranked
+                    if first == 10**6:  # the first statement took every match: nothing more to read
+                        assert kinds == ["top" if ranked else "page"]
+                    proven += sum(b[-1] for sql, b in seen if fts_kind(sql) == "page")
+                    rests += kinds.count("rest")
+    assert rests > 0 and (proven > 0) == ranked  # rows proven by the ranked page, and the rest read
+
+
+def test_a_first_page_that_proves_too_little_goes_on_with_a_top_n_sort(proj, corpus, monkeypatch):
+    """The best matches by plain bm25 are tool results (short, the term
+    three times), weighted 0.5: a user message of a lower bm25 may outrank
+    them, so the ranked page proves nothing; it is read again 8 times larger,
+    and when that proves nothing either, the reading goes on with the joined
+    query's top-N sort from the start, not with a sort of every match. The
+    answer is the one the joined query gives alone."""
+    from session_recall.query import engine
+
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 2)
+    tools = corpus.session("tools", proj)
+    for i in range(80):
+        tools.say(f"r{i}", "ledger ledger ledger", role="tool_result", turn=f"t{i}")
+    for i in range(6):
+        corpus.session(f"u{i}", proj).say("m1", f"we closed the ledger on day {i} " + "pad " * i)
+    ix = corpus.open()
+    with statements(ix) as seen:
+        env = ix.recall("ledger", cwd=str(proj), limit=4)
+    fts = [(fts_kind(sql), b) for sql, b in seen if "message_fts MATCH" in sql]
+    assert [k for k, _ in fts][:3] == ["top", "top", "page"]
+    assert [fts[0][1][1], fts[1][1][1]] == [engine.RANKED_PAGE * 2, engine.RANKED_PAGE * engine.RANKED_GROWTH * 2]
+    assert list(fts[2][1][-2:]) == [2, 0]  # LIMIT 2 OFFSET 0: none proven
+    monkeypatch.setattr(engine, "RANKED_FIRST_SHARE", 2.0)  # the joined query alone
+    assert anchors(ix.recall("ledger", cwd=str(proj), limit=4)) == anchors(env)
+
+
+def fts_kind(sql: str) -> str:
+    """Which of Engine._fts's statements `sql` is."""
+    if sql.startswith("WITH top"):
+        return "top"  # the best matches by plain bm25, ranked
+    if sql.endswith("LIMIT ? OFFSET ?"):
+        return "page"  # a top-N sort of the joined query
+    if sql.endswith("LIMIT -1 OFFSET ?"):
+        return "rest"
+    return "one"  # every match, in one query
 
 
 @contextlib.contextmanager
@@ -406,13 +450,14 @@ def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it
     for i in range(6):
         corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i} " + "pad " * i)
     ix = corpus.open()
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 3)
-    for limit, queries in ((1, ["top"]), (5, ["top", "rest"])):
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 1)
+    # The ranked page takes the best 4 of the 6 matches and proves the 3 that
+    # score below the 4th; limit 5 needs all 6 (one more than the limit): the
+    # page again, 8 times larger, takes them all.
+    for limit, queries in ((1, ["top"]), (5, ["top", "top"])):
         with statements(ix) as seen:
             env = ix.recall("ledger", cwd=str(proj), limit=limit)
-        fts = [sql for sql, _ in seen if "message_fts MATCH" in sql]
-        assert [("top" if sql.startswith("WITH top") else "rest" if sql.endswith("LIMIT -1 OFFSET ?") else sql)
-                for sql in fts] == queries
+        assert [fts_kind(sql) for sql, _ in seen if "message_fts MATCH" in sql] == queries
         assert len(env.results) == limit
 
 
@@ -426,17 +471,20 @@ def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkey
     for i in range(6):
         corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
     ix = corpus.open()
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 2)
+    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 1)  # the ranked page takes 4 of the 6
     before = anchors(ix.recall("ledger", cwd=str(proj), limit=10))
     assert len(before) == 6
     late = corpus.session("late", proj)
     late.say("m1", "a ledger entry written while recall reads, " + "long padding " * 30)
     written = []
+    fts = []
 
     def write_between_the_pages(sql: str) -> None:
-        if "OFFSET" in sql and not written:
-            with Index.open(corpus.db) as writer:
-                written.append(corpus.sync(writer).messages_added)
+        if "message_fts MATCH" in sql:
+            fts.append(sql)
+            if len(fts) == 2:  # the ranked page read again, larger
+                with Index.open(corpus.db) as writer:
+                    written.append(corpus.sync(writer).messages_added)
 
     with statements(ix, write_between_the_pages):
         during = anchors(ix.recall("ledger", cwd=str(proj), limit=10))

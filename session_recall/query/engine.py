@@ -74,20 +74,26 @@ TITLE_WEIGHT = 1.0
 # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
 # question on the bench's 250 MB corpus cost tens of ms, not seconds.
 QUESTION_POOL = 200
-# ...so question mode ranks first the best matches by plain bm25, four times
-# the pool (Engine._fts proves about half of them; verification drops few, a
-# candidate holds a keyword's tokens), and reads on from a second query only
-# if that ever runs short.
-QUESTION_FIRST_PAGE = 4 * QUESTION_POOL
-# A term query first ranks only the FTS_FIRST_PAGE best matches by plain
-# bm25, FTS5's top-N sort with no join (Engine._fts); a limit of 5 verifies
-# a handful. A query that reads past what that page proves pays one more
-# query, over every match.
+# ...so question mode reads its candidates a first page of twice the pool at
+# a time (verification drops few: a candidate holds a keyword's tokens).
+QUESTION_FIRST_PAGE = 2 * QUESTION_POOL
+# A term query reads its best FTS_FIRST_PAGE candidates first (a limit of 5
+# verifies a handful), and the rest by one more query only if it reads on
+# (Engine._fts).
 FTS_FIRST_PAGE = 64
-# ...by plain bm25, before any join, when the scope holds at least this share
-# of the sessions; a narrower scope joins first and scores only its matches
-# (Engine._fts; the break-even measured in docs/benchmarks.md).
+# When the scope holds at least RANKED_FIRST_SHARE of the sessions and no
+# re-rank is set, the first page starts from FTS5's RANKED_PAGE x `first`
+# best matches by plain bm25, before any join, and keeps the ones it proves;
+# a narrower scope joins first and scores only its matches (the break-even
+# measured in docs/benchmarks.md).
 RANKED_FIRST_SHARE = 0.5
+RANKED_PAGE = 4
+# A page that proves too few (its best bm25 went to tool results, weighted
+# 0.5) is taken again RANKED_GROWTH times larger, up to RANKED_ROUNDS pages.
+RANKED_ROUNDS = 2
+RANKED_GROWTH = 8
+# The most a role weight multiplies bm25 by (a role not listed: 1.0).
+MAX_ROLE_WEIGHT = max(1.0, *ROLE_WEIGHT.values())
 # Partial matches (no message has every term) are looked for only in queries
 # of at most this many terms: each candidate of the ORed terms is checked for
 # every term, and a pasted 100 KB query of thousands of terms would take minutes.
@@ -248,21 +254,18 @@ class Engine:
             params.append(orjson.dumps(cwds).decode())
         return (" AND " + " AND ".join(clauses)) if clauses else "", params
 
-    def _order_sql(self, run: Run) -> tuple[str, list[str], float]:
-        """The score expression over `{bm25}` (lower is better, as bm25), the
-        sort keys before it, and the most the score's factors can multiply
-        bm25 by (the role weight, times the recency boost)."""
+    def _order_sql(self, run: Run) -> tuple[str, list[str]]:
+        """The score expression over `{bm25}` (lower is better, as bm25) and
+        the sort keys before it."""
         keys = []
         if self.settings.pinned_cwds:
             keys.append("recall_pinned(s.cwd) DESC")
             run.reranked.append("pinned_cwds")
         score = f"{{bm25}} * {_weight_sql()}"
-        factor = max(1.0, *ROLE_WEIGHT.values())  # ELSE 1.0
         if self.settings.recency_half_life_days:
             score += " * recall_recency(m.ts)"
             run.reranked.append(f"recency_half_life_days={self.settings.recency_half_life_days:g}")
-            factor *= 2.0  # _recency: 1 + 2^(-age / h), at most 2
-        return score, keys, factor
+        return score, keys
 
     # --- retrieval --------------------------------------------------------------
 
@@ -271,20 +274,23 @@ class Engine:
         match is scored); the text of a candidate is read when verification
         reaches it.
 
-        With `first`, a first statement reads the `first` best candidates,
-        and the rest, if the caller reads on, come from one query over every
-        match past those: the order is total (ids break ties) and recall
-        reads in one snapshot, so the two add up to exactly the rows of one
-        query. When the scope holds most sessions, the first statement takes
-        the `first` best matches by plain bm25 from FTS5's top-N sort before
-        any join (joining every match to read its role, session and time
-        costs about what scoring it does), and ranks only those: a weighted
-        score is bm25 (negative) times factors of at most `factor`, so no
-        other match can score below `factor` x the worst plain bm25 taken,
-        and those taken that do (and hold any pinned key) come first in the
-        one query's order. A narrow scope joins first instead: SQLite scores
-        only the matches in scope, fewer than FTS5 alone would."""
-        score, keys, factor = self._order_sql(run)
+        With `first`, the best `first` candidates come from a top-N sort, and
+        the rest, if the caller reads on, from one query over every match past
+        those: the order is total (ids break ties) and recall reads in one
+        snapshot, so the statements add up to exactly the rows of one query.
+
+        Before that, when the scope holds most sessions and nothing re-ranks,
+        a statement takes FTS5's best matches by plain bm25 (RANKED_PAGE x
+        `first`, over the scope's share) from its top-N sort before any join:
+        joining every match to read its role, session and time costs about
+        what scoring it does. A weighted score is bm25 (negative) times a
+        role weight of at most MAX_ROLE_WEIGHT, so no match not taken can
+        score below MAX_ROLE_WEIGHT x the worst bm25 taken; the rows taken
+        that do are the first rows of the one query's order, and the pages
+        above go on past them. (A recency boost of up to 2, or pinned
+        sessions first, would prove next to nothing.) A narrow scope skips
+        it: joining first, SQLite scores only the matches in scope."""
+        score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
         cols = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
         # The covering index (migration m005): SQLite would look each match
@@ -303,29 +309,33 @@ class Engine:
             if not scoped:
                 return
             share = scoped / total
-        n, whole = 0, False
-        if share >= RANKED_FIRST_SHARE:
-            top = math.ceil(first / share)  # about `first` of them in scope
-            pinned = "recall_pinned(s.cwd)" if keys else "1"
-            rows = self.conn.execute(
-                "WITH top(id, b) AS MATERIALIZED (SELECT rowid, bm25(message_fts) FROM message_fts "
-                "WHERE message_fts MATCH ? ORDER BY 2 LIMIT ?) "
-                f"SELECT {cols}, {score.format(bm25='top.b')} AS score, {pinned}, "
-                f"(SELECT count(*) FROM top), (SELECT max(b) FROM top) FROM top {joins.format('top.id')} "
-                f"WHERE 1 = 1{scope_sql} ORDER BY {order}", [expr, top, *params])
-            for *row, is_pinned, taken, worst in rows:
-                whole = taken < top  # every match was taken: these rows are the answer
-                if not (whole or is_pinned and worst < 0 and row[-1] < worst * factor):
-                    break  # a match not taken may come before this row
-                n += 1
-                yield tuple(row)
-        else:
-            for row in self.conn.execute(sql + " LIMIT ?", [expr, *params, first]):
-                n += 1
-                yield row
-            whole = n < first
-        if not whole:
-            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, n])
+        n = 0  # rows yielded
+        if share >= RANKED_FIRST_SHARE and not keys and not self.settings.recency_half_life_days:
+            top = math.ceil(RANKED_PAGE * first / share)
+            for _ in range(RANKED_ROUNDS):
+                whole, proven = False, 0
+                for *row, taken, worst in self.conn.execute(
+                        "WITH top(id, b) AS MATERIALIZED (SELECT rowid, bm25(message_fts) FROM message_fts "
+                        "WHERE message_fts MATCH ? ORDER BY 2 LIMIT ?) "
+                        f"SELECT {cols}, {score.format(bm25='top.b')} AS score, "
+                        f"(SELECT count(*) FROM top), (SELECT max(b) FROM top) FROM top {joins.format('top.id')} "
+                        f"WHERE 1 = 1{scope_sql} ORDER BY {order}", [expr, top, *params]):
+                    whole = taken < top  # every match was taken: these rows are the answer
+                    if not (whole or worst < 0 and row[-1] < worst * MAX_ROLE_WEIGHT):
+                        break  # a match not taken may come before this row
+                    proven += 1
+                    if proven > n:  # a later round proves what an earlier one did, and more
+                        n += 1
+                        yield tuple(row)
+                if whole:
+                    return
+                top *= RANKED_GROWTH
+        page = 0
+        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params, first, n]):
+            page += 1
+            yield row
+        if page == first:
+            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, n + first])
 
     @staticmethod
     def _literal(terms: list[Term], any_term: bool) -> Literal:
