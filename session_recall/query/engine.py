@@ -74,8 +74,8 @@ TITLE_WEIGHT = 1.0
 # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
 # question on the bench's 250 MB corpus cost tens of ms, not seconds.
 QUESTION_POOL = 200
-# ...so question mode reads its candidates a first page of twice the pool at
-# a time (verification drops few: a candidate holds a keyword's tokens).
+# ...so question mode reads a first page of twice the pool (verification
+# drops few: a candidate holds a keyword's tokens), then the rest if needed.
 QUESTION_FIRST_PAGE = 2 * QUESTION_POOL
 # A term query reads its best FTS_FIRST_PAGE candidates first (a limit of 5
 # verifies a handful), and the rest by one more query only if it reads on
@@ -286,10 +286,12 @@ class Engine:
         what scoring it does. A weighted score is bm25 (negative) times a
         role weight of at most MAX_ROLE_WEIGHT, so no match not taken can
         score below MAX_ROLE_WEIGHT x the worst bm25 taken; the rows taken
-        that do are the first rows of the one query's order, and the pages
-        above go on past them. (A recency boost of up to 2, or pinned
-        sessions first, would prove next to nothing.) A narrow scope skips
-        it: joining first, SQLite scores only the matches in scope."""
+        that do are the first rows of the one query's order. A page that
+        proves too few is taken again, RANKED_GROWTH times larger, up to
+        RANKED_ROUNDS pages; the top-N page and the rest then go on past the
+        rows proven. (A recency boost of up to 2, or pinned sessions first,
+        would prove next to nothing.) A narrow scope skips it: joining
+        first, SQLite scores only the matches in scope."""
         score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
         cols = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
