@@ -388,6 +388,33 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
     assert rests > 0 and (proven > 0) == ranked  # rows proven by the ranked page, and the rest read
 
 
+def test_the_ranked_page_serves_scopes_holding_half_the_sessions_and_grows_with_their_share(tmp_path, corpus):
+    """With the default RANKED_FIRST_SHARE: all projects, and a project
+    holding two thirds of the sessions, start from the ranked page, of
+    RANKED_PAGE x 64 over the share; a project holding a third joins first
+    (SQLite then scores only its matches); a re-rank always joins first."""
+    from session_recall.query import engine
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    for i in range(9):
+        corpus.session(f"s{i}", a if i < 3 else b).say("m1", f"the ledger of day {i}")
+    ix = corpus.open()
+
+    def first_statement(**kw):
+        with statements(ix) as seen:
+            assert len(ix.recall("ledger", limit=3, **kw).results) == 3
+        kind, bindings = next((fts_kind(sql), b) for sql, b in seen if "message_fts MATCH" in sql)
+        return kind, (bindings[1] if kind == "top" else None)
+
+    assert first_statement(all_projects=True) == ("top", engine.RANKED_PAGE * 64)
+    assert first_statement(cwd=str(b)) == ("top", math.ceil(engine.RANKED_PAGE * 64 * 9 / 6))
+    assert first_statement(cwd=str(a)) == ("page", None)
+    recent = corpus.open(recency_half_life_days=7)
+    with statements(recent) as seen:
+        recent.recall("ledger", all_projects=True, limit=3)
+    assert [fts_kind(sql) for sql, _ in seen if "message_fts MATCH" in sql] == ["page"]
+
+
 def test_a_first_page_that_proves_too_little_goes_on_with_a_top_n_sort(proj, corpus, monkeypatch):
     """The best matches by plain bm25 are tool results (short, the term
     three times), weighted 0.5: a user message of a lower bm25 may outrank

@@ -304,15 +304,16 @@ class Engine:
         if first is None:
             yield from self.conn.execute(sql, [expr, *params])
             return
-        share = 1.0
-        if scope_sql:
+        n = 0  # rows yielded
+        ranked = not keys and not self.settings.recency_half_life_days  # a re-rank would prove next to nothing
+        share = 1.0  # of the sessions, in scope
+        if ranked and scope_sql:
             (total,), (scoped,) = (self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a).fetchone()
                                    for w, a in (("", []), (scope_sql, params)))
             if not scoped:
                 return
             share = scoped / total
-        n = 0  # rows yielded
-        if share >= RANKED_FIRST_SHARE and not keys and not self.settings.recency_half_life_days:
+        if ranked and share >= RANKED_FIRST_SHARE:
             top = math.ceil(RANKED_PAGE * first / share)
             for _ in range(RANKED_ROUNDS):
                 whole, proven = False, 0
