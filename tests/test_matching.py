@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_recall.text.fold import fold, fold_form, literal_chars, literal_forms
+from session_recall.text.fold import fold, fold_form, literal_forms
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
 
 SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
@@ -223,6 +223,13 @@ def test_fold_equals_nfkc_then_casefold(text):
     assert folded == want and is_nfkc == (unicodedata.normalize("NFKC", text) == text)
     if is_nfkc:
         assert fold(text, nfkc=True) == want
+
+
+def literal_chars(folded_term: str) -> set[str]:
+    """The characters of literal_forms that have no other form (no other
+    character folds to them): the engine looks for the term itself when
+    every character is one."""
+    return {c for c, forms in literal_forms(folded_term).items() if len(forms) == 1}
 
 
 @settings(max_examples=400, deadline=None)

@@ -176,9 +176,3 @@ def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
         if len(forms) <= LITERAL_FORMS:
             out[c] = forms
     return out
-
-
-def literal_chars(folded_term: str) -> set[str]:
-    """The characters of literal_forms that have no other form: those no
-    other character folds to."""
-    return {c for c, forms in literal_forms(folded_term).items() if len(forms) == 1}
