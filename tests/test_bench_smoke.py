@@ -53,3 +53,13 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     rows = [line for line in prof.stdout.splitlines() if line.startswith("| ") and not line.startswith("| category")]
     assert len(rows) == len(term_queries)
     assert all(float(cell) >= 0 for r in rows for cell in r.strip("| ").split(" | ")[3:6])
+
+    # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
+    # per query of the mix and per extra term, then the median and the sum. HEAD's engine is a real
+    # second engine, loaded from git beside the current one.
+    ab = subprocess.run([sys.executable, str(ROOT / "bench" / "query_ab.py"), str(out), "--base", "HEAD",
+                         "--reps", "1", "--extra", "qzxjvkwy"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ab.returncode == 0, ab.stdout[-3000:] + ab.stderr[-3000:]
+    rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
+    assert len(rows) == len(data["queries"]) + 1 + 2
+    assert rows[-2].startswith("| median of the run's mix |") and rows[-1].startswith("| sum of the run's mix |")
