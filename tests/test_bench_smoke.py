@@ -15,6 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apsw
+
+from session_recall.indexer.ingest import fts_body
+from session_recall.migrations import create_fts
+
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (
     "build_mb_s_raw", "build_text_mb_s", "messages_per_s", "peak_rss_mb", "index_bytes_per_text_byte",
@@ -44,15 +49,43 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # the table is printed, and the corpus was generated where it was told to
     assert "| build_mb_s_raw |" in proc.stdout
     assert (tmp_path / "corpus" / "manifest.json").is_file()
+    # the build's floor: FTS5 fed the index's own bodies holds what the index's FTS5 table holds
+    base = data["baselines"]
+    assert base["floor_build_text_mb_s"] > 0 and base["floor_messages_per_s"] > 0
+    assert "(the floor)" in proc.stdout
+    # (but for the terms of the freshness probes, which the bench appends to the index after it)
+    floor = apsw.Connection(str(tmp_path / "corpus.work" / "floor.db"))
+    index = apsw.Connection(str(tmp_path / "corpus.work" / "recall.db"))
+    probes = apsw.Connection(":memory:")
+    create_fts(probes)
+    probes.executemany("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", [
+        (rowid, fts_body(text, [a["name"] for a in json.loads(atts or "[]")])[0]) for rowid, text, atts in
+        index.execute("SELECT id, text, attachments FROM messages WHERE message_id LIKE 'fresh-%'")])
+    for conn in (floor, index, probes):
+        conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, message_fts, 'row')")
+    fresh = {term for (term,) in probes.execute("SELECT term FROM temp.v")}
+    assert fresh  # the probes were there to leave out
+
+    def terms(conn):
+        return [r for r in conn.execute("SELECT term, doc, cnt FROM temp.v ORDER BY term") if r[0] not in fresh]
+
+    assert terms(floor) == terms(index) != []
 
     # the kept index feeds the per-query profile: one row per term query of the mix
     prof = subprocess.run([sys.executable, str(ROOT / "bench" / "query_profile.py"), str(out), "--reps", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert prof.returncode == 0, prof.stderr[-3000:]
-    term_queries = [q for q in data["queries"] if q["query"]]
-    rows = [line for line in prof.stdout.splitlines() if line.startswith("| ") and not line.startswith("| category")]
-    assert len(rows) == len(term_queries)
+    per_query, floor_table = prof.stdout.split("\n\n")
+    rows = [line for line in per_query.splitlines() if line.startswith("| ") and not line.startswith("| category")]
+    assert len(rows) == len(data["queries"])  # the questions too: each has keywords in the index
     assert all(float(cell) >= 0 for r in rows for cell in r.strip("| ").split(" | ")[3:6])
+    # ...then the query targets figured from FTS5 alone beside recall
+    floor_rows = floor_table.splitlines()[2:]
+    assert [r.split(" | ")[0] for r in floor_rows] == ["| p50", "| p99", "| ripgrep's time over it, the "
+                                                       f"{sum(1 for q in data['queries'] if q['query'])} term "
+                                                       "queries summed"]
+    assert all(float(r.split(" | ")[c].split()[0].rstrip("x")) > 0 for r in floor_rows for c in (1, 2)
+               if shutil.which("rg") or not r.startswith("| ripgrep"))
 
     # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
     # per query of the mix and per extra term, then the median and the sum. HEAD's engine is a real

@@ -519,19 +519,7 @@ class Engine:
             return refused
         limit = max(1, min(limit or self.settings.default_limit, self.settings.max_limit))
         terms = self.retriever.parse(query)
-        kw_terms: list[Term] = []
-        kw_group: dict[str, int] = {}  # folded keyword or variant -> its group
-        if question:
-            from .keywords import keyword_groups
-
-            have = {t.folded for t in terms}
-            for gi, group in enumerate(keyword_groups(question[:QUESTION_MAX_CHARS])):
-                for kw in group:
-                    folded = match_text(kw).strip()
-                    if folded and folded not in have:
-                        have.add(folded)
-                        kw_group[folded] = gi
-                        kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
+        kw_terms, kw_group = self.question_terms(question, terms) if question else ([], {})
         term_names = [t.folded for t in terms + kw_terms]
         if not terms and not kw_terms:
             return self._envelope(t0, query, question, "empty_query",
@@ -653,6 +641,23 @@ class Engine:
                 hint = "No more results: the previous page was the last."
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
                               redacted=rend.redacted, terms=term_names)
+
+    def question_terms(self, question: str, terms: list[Term]) -> tuple[list[Term], dict[str, int]]:
+        """The keywords of a question (and their variants) that are not among
+        `terms`, as terms, with each one's keyword group (by folded text)."""
+        from .keywords import keyword_groups
+
+        kw_terms: list[Term] = []
+        kw_group: dict[str, int] = {}
+        have = {t.folded for t in terms}
+        for gi, group in enumerate(keyword_groups(question[:QUESTION_MAX_CHARS])):
+            for kw in group:
+                folded = match_text(kw).strip()
+                if folded and folded not in have:
+                    have.add(folded)
+                    kw_group[folded] = gi
+                    kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
+        return kw_terms, kw_group
 
     def _possible(self, terms: list[Term]) -> list[Term]:
         """The terms some message may hold: a term the index holds no
