@@ -43,6 +43,9 @@ then measures, on that corpus and this machine, in this order:
      ("term"*, its best case): the share of the true matches (substrings of
      the folded text) it finds. It is not a speed ratio: it shows why the
      index rewrites CJK into bigrams.
+   - the floor of the build: the index's own FTS5 table fed the index's own
+     bodies, inserts and commits timed alone (baselines.floor_build_text_mb_s
+     and floor_messages_per_s): what no build of this index can beat here.
 5. freshness: `recall watch` on the corpus in a subprocess; N messages
    appended one at a time to random logs, each timed from the append to the
    moment a separate Index.open finds it (freshness_p99_ms). The appended

@@ -71,7 +71,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
 
     assert terms(floor) == terms(index) != []
 
-    # the kept index feeds the per-query profile: one row per term query of the mix
+    # the kept index feeds the per-query profile: one row per query of the mix
     prof = subprocess.run([sys.executable, str(ROOT / "bench" / "query_profile.py"), str(out), "--reps", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert prof.returncode == 0, prof.stderr[-3000:]
