@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from session_recall.text.fold import fold, fold_form, literal_forms
+from session_recall.text.fold import _IDEOGRAPH, fold, fold_form, literal_forms, literal_pairs
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
 
 SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
@@ -246,9 +246,69 @@ def test_literal_forms_are_a_necessary_condition(before, raw_term, after):
         return
     forms = literal_forms(term)
     assert all(any(f in text for f in fs) for fs in forms.values())
+    assert all(any(f in text for f in group) for group in literal_pairs(term))
     chars = literal_chars(term)
     if len(chars) > 1 and chars == set(term) and not any(map(unicodedata.combining, chars)):
         assert term in text
+
+
+# Ideographs with other forms (Kangxi radicals, enclosed, compatibility,
+# annotation marks) and without, among marks, jamo, full-width and
+# placeholder characters, so that terms of two ideographs and their forms
+# side by side, or apart, come up often.
+_PAIR_ALPHABET = st.sampled_from(
+    list("人⼈㆟地㆞一⼀㈠㊀🈩金⾦金㈮㊎月⽉日⽇㋀基阳㐂㐄 á̖⃝゙가，")
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.text(_PAIR_ALPHABET, max_size=12), st.text(_PAIR_ALPHABET, min_size=2, max_size=4),
+       st.text(_PAIR_ALPHABET, max_size=12))
+def test_two_ideographs_side_by_side_are_in_the_text_or_another_form_is(before, raw_term, after):
+    """fold.literal_pairs: where the fold of a text holds two ideographs side
+    by side, the text holds them side by side, or another form of one."""
+    text = before + raw_term + after
+    term = fold(raw_term)
+    if term not in fold(text):
+        return
+    for group in literal_pairs(term):
+        assert any(f in text for f in group), (text, term, group)
+
+
+def test_literal_pairs_examples():
+    assert literal_pairs("true人地") == [("人地", "⼈", "㆟", "㆞")]
+    assert literal_pairs("师范学院") == [("师范",), ("范学", "㈻", "㊫"), ("学院", "㈻", "㊫")]
+    assert literal_pairs("人人") == [("人人", "⼈", "㆟")]
+    assert literal_pairs("人 地") == literal_pairs("人a地") == []  # not side by side
+    pair = literal_pairs("点心")[0]  # 点 has 27 other forms (㍘ for 0点 ... 🉄), 心 none
+    assert pair[0] == "点心" and len(pair) == 28 and "㍘" in pair
+    assert literal_pairs("カナ") == []  # kana: not ideographs (ｶﾞ folds to two characters)
+    # a mark between them stays between them in the fold: no pair, and a text must not be taken for one
+    assert fold("人́地") == "人́地"
+
+
+def test_ideographs_are_in_no_composition_and_nothing_folds_to_them():
+    """What literal_pairs rests on, over all of Unicode: every ideograph of
+    its class without a decomposition is a starter, the first or second
+    character of no canonical decomposition of two (the pairs composition
+    works from), and its own case fold; and no other character case folds
+    to anything holding one."""
+    in_pairs: set[str] = set()
+    for cp in range(0x110000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        c = chr(cp)
+        d = unicodedata.decomposition(c).split()
+        if len(d) == 2 and not d[0].startswith("<"):
+            in_pairs.update(chr(int(x, 16)) for x in d)
+        folded = c.casefold()
+        if folded != c:
+            assert not _IDEOGRAPH.search(folded), c
+    for cp in [*range(0x3400, 0x4DC0), *range(0x4E00, 0xA000), *range(0x20000, 0x40000)]:
+        c = chr(cp)
+        if unicodedata.decomposition(c):
+            continue  # compatibility ideographs: literal_forms leaves them out
+        assert unicodedata.combining(c) == 0 and c not in in_pairs and c.casefold() == c, hex(cp)
 
 
 def test_literal_forms_examples():

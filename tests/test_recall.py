@@ -919,6 +919,28 @@ def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
     assert sorted(names[h.rowid] for h in hits) == passed
 
 
+def test_a_scan_folds_only_rows_holding_two_ideographs_side_by_side_or_another_form(proj, corpus):
+    """Two ideographs side by side in a term (fold.literal_pairs): a row must
+    hold them side by side, or another form of one of them, before it is
+    folded; a row holding both apart is not folded at all."""
+    texts = {"m1": "人地 text", "m2": "\u2f08地", "m3": "人\u0301地", "m4": "地人", "m5": "人 和 地",
+             "m6": "the 人\u319e", "m7": "nothing"}
+    s = corpus.session("s1", proj)
+    for mid, text in texts.items():
+        s.say(mid, text, turn=mid)
+    ix = corpus.open()
+    eng = ix.engine
+    terms = eng.retriever.parse("人地")
+    literal = eng._literal(terms, any_term=False)
+    assert literal.per_term == [[("人地", "\u2f08", "\u319f", "\u319e"), ("地", "\u319e"), ("人", "\u2f08", "\u319f")]]
+    scope_sql, params = eng._scope_sql(Scope("all", "/"))
+    names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
+    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
+    assert passed == ["m1", "m2", "m6"]
+    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
+    assert sorted(names[h.rowid] for h in hits) == passed
+
+
 def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
     """The prefilter's table of forms (fold.literal_forms; about 0.2 s to build
     in a new process) is worked out when a query scans, never for one the

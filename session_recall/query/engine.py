@@ -33,7 +33,7 @@ import orjson
 
 from ..config import Settings
 from ..model import Diagnostics, Envelope, Result
-from ..text.fold import HAS_CJK, literal_forms, match_text, replace_lone_surrogates
+from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text, replace_lone_surrogates
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
@@ -145,8 +145,10 @@ class Run:
 @dataclass
 class Literal:
     """What a matching message holds literally (Engine._literal): for each
-    term, groups of forms, each group a character and what folds to it; a
-    message holds a term when it holds some form of every group. SQLite tests
+    term, groups of forms, each group a character and what folds to it, or
+    two ideographs side by side and the other forms of either
+    (fold.literal_pairs); a message holds a term when it holds some form of
+    every group. SQLite tests
     the groups of one form (`instr`, before a row is read); Python tests the
     rest on the row's raw text (a few substring tests, where an `instr` per
     form over every row costs more than the folding they save)."""
@@ -346,19 +348,26 @@ class Engine:
         characters of each that a matching text must hold literally, in one of
         their few forms (fold.literal_forms), so a scan folds only the
         messages that pass."""
-        per_term: list[list[tuple[str, ...]]] = []
-        for t in terms:
+        def in_json(group) -> bool:
             # Attachment names are tested in their JSON, where a control
             # character, `"` or `\` is escaped: such a form is not looked for.
-            forms = [f for f in literal_forms(t.folded).values() if all(orjson.dumps(x)[1:-1].decode() == x for x in f)]
-            if (len(forms) > 1 and all(len(f) == 1 for f in forms) and set().union(*forms) == set(t.folded)
+            return all(orjson.dumps(x)[1:-1].decode() == x for x in group)
+
+        per_term: list[list[tuple[str, ...]]] = []
+        for t in terms:
+            forms = {c: f for c, f in literal_forms(t.folded).items() if in_json(f)}
+            if (len(forms) > 1 and all(len(f) == 1 for f in forms.values()) and set(forms) == set(t.folded)
                     and not any(map(unicodedata.combining, t.folded))):
                 # Every character has no other form, none moves in the
                 # normalization and none folds to nothing: the term itself is
                 # in the text.
                 per_term.append([(t.folded,)])
             else:
-                per_term.append(sorted((tuple(sorted(f)) for f in forms), key=lambda g: (len(g), g)))
+                # Two ideographs side by side first (far fewer texts hold
+                # them), then each character; the character itself before
+                # its rarer forms.
+                chars = sorted(((c, *sorted(f - {c})) for c, f in forms.items()), key=lambda g: (len(g), g))
+                per_term.append([g for g in literal_pairs(t.folded) if in_json(g)] + chars)
         return Literal(per_term, any_term)
 
     def _scan(self, scope_sql: str, params: list, run: Run, literal: Literal | None = None):

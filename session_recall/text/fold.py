@@ -176,3 +176,38 @@ def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
         if len(forms) <= LITERAL_FORMS:
             out[c] = forms
     return out
+
+
+# Unified ideographs (extension A, the main block, extensions B and later):
+# each is a starter in no canonical composition, first or second, and case
+# folding makes none of them from any other character (tests/test_matching.py
+# checks both over all of Unicode).
+_IDEOGRAPH = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0003ffff]")
+
+
+def literal_pairs(folded_term: str) -> list[tuple[str, ...]]:
+    """For two adjacent ideographs `ab` of a folded term that literal_forms
+    looks for, what a text whose fold holds `ab` holds literally: `ab`
+    itself, or another form of `a` or of `b`. A group per such pair, `ab`
+    first, for the scans to test before folding.
+
+    Why: in fold(text) = casefold(NFKC(text)), `a` can only come from an `a`
+    of the NFKC form (case folding makes no ideograph from anything else),
+    and that `a` from a character of the text whose decomposition holds it
+    (no composition makes or takes an ideograph); so does `b`. Nothing lies
+    between them in the decomposition of the text: a mark there would stay
+    (it composes with no ideograph, and reordering does not move it past
+    one) and would stand between them in the fold. So the text holds, side
+    by side, a character whose decomposition ends in `a` and one whose
+    decomposition starts with `b` (or one character holding both): forms of
+    `a` and `b` (literal_forms). If both are `a` and `b` themselves, the
+    text holds `ab`; if not, it holds another form of one of them."""
+    forms = literal_forms(folded_term)
+    out: list[tuple[str, ...]] = []
+    for a, b in zip(folded_term, folded_term[1:]):
+        if a in forms and b in forms and _IDEOGRAPH.match(a) and _IDEOGRAPH.match(b):
+            group = tuple(dict.fromkeys((a + b, *sorted(forms[a] - {a}), *sorted(forms[b] - {b}))))
+            if group not in out:
+                out.append(group)
+    return out
+
