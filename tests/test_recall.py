@@ -928,15 +928,19 @@ def test_a_scan_folds_only_rows_holding_two_ideographs_side_by_side_or_another_f
     s = corpus.session("s1", proj)
     for mid, text in texts.items():
         s.say(mid, text, turn=mid)
+    # the pair in an attachment's name only, then apart in both the text and a name
+    s.say("m8", "see the file", turn="m8", attachments=[{"id": "a1", "name": "人地.txt", "bytes": 9}])
+    s.say("m9", "人, 地", turn="m9", attachments=[{"id": "a2", "name": "人 地.txt", "bytes": 9}])
     ix = corpus.open()
     eng = ix.engine
     terms = eng.retriever.parse("人地")
     literal = eng._literal(terms, any_term=False)
-    assert literal.per_term == [[("人地", "\u2f08", "\u319f", "\u319e"), ("地", "\u319e"), ("人", "\u2f08", "\u319f")]]
+    assert literal.per_term == [[("人地", "\u2f08", "\u319f", "\u319e"), ("地", "\u319e"),
+                                 ("人", "\u2f08", "\u319f")]]
     scope_sql, params = eng._scope_sql(Scope("all", "/"))
     names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
     passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
-    assert passed == ["m1", "m2", "m6"]
+    assert passed == ["m1", "m2", "m6", "m8"]
     hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
     assert sorted(names[h.rowid] for h in hits) == passed
 

@@ -196,8 +196,9 @@ def literal_pairs(folded_term: str) -> list[tuple[str, ...]]:
     and that `a` from a character of the text whose decomposition holds it
     (no composition makes or takes an ideograph); so does `b`. Nothing lies
     between them in the decomposition of the text: a mark there would stay
-    (it composes with no ideograph, and reordering does not move it past
-    one) and would stand between them in the fold. So the text holds, side
+    (it composes with no ideograph, reordering does not move it past one,
+    and no character folds to nothing) and would stand between them in the
+    fold. So the text holds, side
     by side, a character whose decomposition ends in `a` and one whose
     decomposition starts with `b` (or one character holding both): forms of
     `a` and `b` (literal_forms). If both are `a` and `b` themselves, the
