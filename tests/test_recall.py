@@ -896,6 +896,20 @@ def test_pinned_cwds_come_first_and_are_reported(tmp_path, corpus):
 # --- the session scan ------------------------------------------------------------------------
 
 
+def scanned(ix, query: str):
+    """The scan's prefilter (Engine._literal) for `query`, the messages it
+    lets through in every session, and those verification then finds among
+    them (message ids, sorted)."""
+    eng = ix.engine
+    terms = eng.retriever.parse(query)
+    literal = eng._literal(terms, any_term=False)
+    scope_sql, params = eng._scope_sql(Scope("all", "/"))
+    names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
+    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
+    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
+    return literal, passed, sorted(names[h.rowid] for h in hits)
+
+
 def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
     """The scan's prefilter (Engine._literal): a character that others fold to
     (金 from ⾦, 金, ㈮ and ㊎) is looked for in each of its forms on a row's
@@ -906,17 +920,10 @@ def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
     s = corpus.session("s1", proj)
     for mid, text in texts.items():
         s.say(mid, text, turn=mid)
-    ix = corpus.open()
-    eng = ix.engine
-    terms = eng.retriever.parse("金")
-    literal = eng._literal(terms, any_term=False)
+    literal, passed, hits = scanned(corpus.open(), "金")
     assert literal.sql() == ("", [])  # no character of one form: nothing for SQLite to test
-    scope_sql, params = eng._scope_sql(Scope("all", "/"))
-    names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
-    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
     assert passed == ["m1", "m2", "m3", "m4"]
-    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
-    assert sorted(names[h.rowid] for h in hits) == passed
+    assert hits == passed
 
 
 def test_a_scan_folds_only_rows_holding_two_ideographs_side_by_side_or_another_form(proj, corpus):
@@ -931,18 +938,11 @@ def test_a_scan_folds_only_rows_holding_two_ideographs_side_by_side_or_another_f
     # the pair in an attachment's name only, then apart in both the text and a name
     s.say("m8", "see the file", turn="m8", attachments=[{"id": "a1", "name": "人地.txt", "bytes": 9}])
     s.say("m9", "人, 地", turn="m9", attachments=[{"id": "a2", "name": "人 地.txt", "bytes": 9}])
-    ix = corpus.open()
-    eng = ix.engine
-    terms = eng.retriever.parse("人地")
-    literal = eng._literal(terms, any_term=False)
+    literal, passed, hits = scanned(corpus.open(), "人地")
     assert literal.per_term == [[("人地", "\u2f08", "\u319f", "\u319e"), ("地", "\u319e"),
                                  ("人", "\u2f08", "\u319f")]]
-    scope_sql, params = eng._scope_sql(Scope("all", "/"))
-    names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
-    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
     assert passed == ["m1", "m2", "m6", "m8"]
-    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
-    assert sorted(names[h.rowid] for h in hits) == passed
+    assert hits == passed
 
 
 def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
