@@ -225,6 +225,10 @@ def test_fold_equals_nfkc_then_casefold(text):
         assert fold(text, nfkc=True) == want
 
 
+def pairs(folded_term: str) -> list[tuple[str, ...]]:
+    return literal_pairs(folded_term, literal_forms(folded_term))
+
+
 def literal_chars(folded_term: str) -> set[str]:
     """The characters of literal_forms that have no other form (no other
     character folds to them): the engine looks for the term itself when
@@ -246,7 +250,7 @@ def test_literal_forms_are_a_necessary_condition(before, raw_term, after):
         return
     forms = literal_forms(term)
     assert all(any(f in text for f in fs) for fs in forms.values())
-    assert all(any(f in text for f in group) for group in literal_pairs(term))
+    assert all(any(f in text for f in group) for group in pairs(term))
     chars = literal_chars(term)
     if len(chars) > 1 and chars == set(term) and not any(map(unicodedata.combining, chars)):
         assert term in text
@@ -273,18 +277,18 @@ def test_two_ideographs_side_by_side_are_in_the_text_or_another_form_is(before, 
     term = match_text(raw_term, collapse=False).strip(" ")
     if not term or term not in match_text(text, collapse=False):
         return
-    for group in literal_pairs(term):
+    for group in pairs(term):
         assert any(f in text for f in group), (text, term, group)
 
 
 def test_literal_pairs_examples():
-    assert literal_pairs("true人地") == [("人地", "⼈", "㆟", "㆞")]
-    assert literal_pairs("师范学院") == [("师范",), ("范学", "㈻", "㊫"), ("学院", "㈻", "㊫")]
-    assert literal_pairs("人人") == [("人人", "⼈", "㆟")]
-    assert literal_pairs("人 地") == literal_pairs("人a地") == []  # not side by side
-    pair = literal_pairs("点心")[0]  # 点 has 27 other forms (㍘ for 0点 ... 🉄), 心 none
+    assert pairs("true人地") == [("人地", "⼈", "㆟", "㆞")]
+    assert pairs("师范学院") == [("师范",), ("范学", "㈻", "㊫"), ("学院", "㈻", "㊫")]
+    assert pairs("人人") == [("人人", "⼈", "㆟")]
+    assert pairs("人 地") == pairs("人a地") == []  # not side by side
+    pair = pairs("点心")[0]  # 点 has 27 other forms (㍘ for 0点 ... 🉄), 心 none
     assert pair[0] == "点心" and len(pair) == 28 and "㍘" in pair
-    assert literal_pairs("カナ") == []  # kana: not ideographs (ｶﾞ folds to two characters)
+    assert pairs("カナ") == []  # kana: not ideographs (ｶﾞ folds to two characters)
     # a mark between them stays between them in the fold: no pair, and a text must not be taken for one
     assert fold("人́地") == "人́地"
 

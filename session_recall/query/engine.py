@@ -348,14 +348,12 @@ class Engine:
         characters of each that a matching text must hold literally, in one of
         their few forms (fold.literal_forms), so a scan folds only the
         messages that pass."""
-        def in_json(group) -> bool:
-            # Attachment names are tested in their JSON, where a control
-            # character, `"` or `\` is escaped: such a form is not looked for.
-            return all(orjson.dumps(x)[1:-1].decode() == x for x in group)
-
         per_term: list[list[tuple[str, ...]]] = []
         for t in terms:
-            forms = {c: f for c, f in literal_forms(t.folded).items() if in_json(f)}
+            # Attachment names are tested in their JSON, where a control
+            # character, `"` or `\` is escaped: such a form is not looked for.
+            forms = {c: f for c, f in literal_forms(t.folded).items()
+                     if all(orjson.dumps(x)[1:-1].decode() == x for x in f)}
             if (len(forms) > 1 and all(len(f) == 1 for f in forms.values()) and set(forms) == set(t.folded)
                     and not any(map(unicodedata.combining, t.folded))):
                 # Every character has no other form, none moves in the
@@ -367,7 +365,7 @@ class Engine:
                 # them), then each character; the character itself before
                 # its rarer forms.
                 chars = sorted(((c, *sorted(f - {c})) for c, f in forms.items()), key=lambda g: (len(g), g))
-                per_term.append([g for g in literal_pairs(t.folded) if in_json(g)] + chars)
+                per_term.append(literal_pairs(t.folded, forms) + chars)
         return Literal(per_term, any_term)
 
     def _scan(self, scope_sql: str, params: list, run: Run, literal: Literal | None = None):

@@ -185,11 +185,12 @@ def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
 _IDEOGRAPH = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0003ffff]")
 
 
-def literal_pairs(folded_term: str) -> list[tuple[str, ...]]:
-    """For two adjacent ideographs `ab` of a folded term that literal_forms
-    looks for, what a text whose fold holds `ab` holds literally: `ab`
-    itself, or another form of `a` or of `b`. A group per such pair, `ab`
-    first, for the scans to test before folding.
+def literal_pairs(folded_term: str, forms: dict[str, frozenset[str]]) -> list[tuple[str, ...]]:
+    """For two adjacent ideographs `ab` of a folded term that both have
+    `forms` (literal_forms of the term, or some of them), what a text whose
+    fold holds `ab` holds literally: `ab` itself, or another form of `a` or
+    of `b`. A group per such pair, `ab` first, for the scans to test before
+    folding.
 
     Why: in fold(text) = casefold(NFKC(text)), `a` can only come from an `a`
     of the NFKC form (case folding makes no ideograph from anything else),
@@ -198,12 +199,11 @@ def literal_pairs(folded_term: str) -> list[tuple[str, ...]]:
     between them in the decomposition of the text: a mark there would stay
     (it composes with no ideograph, reordering does not move it past one,
     and no character folds to nothing) and would stand between them in the
-    fold. So the text holds, side
-    by side, a character whose decomposition ends in `a` and one whose
-    decomposition starts with `b` (or one character holding both): forms of
-    `a` and `b` (literal_forms). If both are `a` and `b` themselves, the
-    text holds `ab`; if not, it holds another form of one of them."""
-    forms = literal_forms(folded_term)
+    fold. So the text holds, side by side, a character whose decomposition
+    ends in `a` and one whose decomposition starts with `b` (or one
+    character holding both): forms of `a` and `b` (literal_forms). If both
+    are `a` and `b` themselves, the text holds `ab`; if not, it holds
+    another form of one of them."""
     out: list[tuple[str, ...]] = []
     for a, b in zip(folded_term, folded_term[1:]):
         if a in forms and b in forms and _IDEOGRAPH.match(a) and _IDEOGRAPH.match(b):
@@ -211,4 +211,3 @@ def literal_pairs(folded_term: str) -> list[tuple[str, ...]]:
             if group not in out:
                 out.append(group)
     return out
-
