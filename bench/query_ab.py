@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import run  # noqa: E402,F401  (puts the project on the path)
+import run  # noqa: E402  (it also puts the project on the path)
 
 from session_recall import Index  # noqa: E402
 
@@ -59,10 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scope", choices=["all", "busiest"], default="all")
     ap.add_argument("--extra", nargs="*", default=[], help="more term queries")
     args = ap.parse_args(argv)
-    res = json.loads(args.run_json.read_text(encoding="utf-8"))
-    db = Path(res["corpus"]["root"] + ".work") / "recall.db"
-    if not db.exists():
-        print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
+    res, db = run.kept_index(args.run_json)
+    if db is None:
         return 2
     base = engine_of(args.base)
     queries = [(q["query"], q["question"]) for q in res["queries"]] + [(t, None) for t in args.extra]
@@ -86,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                     times[name].append((time.perf_counter() - t0) * 1000)
                     answers[name] = [(r.session_id, r.score) for r in env.results]
             assert answers["base"] == answers["now"], f"the engines disagree on {query or question!r}"
-            rows.append((query or f"question={question}", *(statistics.median(times[n]) for n in engines)))
+            rows.append((run.label({"query": query, "question": question}),
+                         *(statistics.median(times[n]) for n in engines)))
     print(f"| query | {args.base} ms | now ms | base / now |\n|---|---:|---:|---:|")
     for name, b, n in rows:
         print(f"| {name} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")

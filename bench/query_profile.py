@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import label, median_ms, weighted_percentile  # noqa: E402  (run.py puts the project on the path)
+from run import kept_index, label, median_ms, weighted_percentile  # noqa: E402  (puts the project on the path)
 
 from session_recall import Index  # noqa: E402
 from session_recall.query import engine as E  # noqa: E402
@@ -121,11 +120,8 @@ def main(argv: list[str] | None = None) -> int:
                          "sorted query, as recall did before the first page)")
     args = ap.parse_args(argv)
     E.FTS_FIRST_PAGE = args.first_page
-    res = json.loads(args.run_json.read_text(encoding="utf-8"))
-    root = res["corpus"].get("root")
-    db = Path(root + ".work") / "recall.db" if root else None
-    if db is None or not db.exists():
-        print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
+    res, db = kept_index(args.run_json)
+    if db is None:
         return 2
     rows = profile(db, res["queries"], args.reps)
     print(render(rows))

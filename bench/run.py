@@ -248,6 +248,22 @@ def index_facts(db: Path) -> dict:
 # ---------------------------------------------------------------------------
 
 
+def work_dir(root: Path) -> Path:
+    """Where a run on the corpus at `root` keeps its databases (`--keep`)."""
+    return root.with_name(root.name + ".work")
+
+
+def kept_index(run_json: Path) -> tuple[dict, Path | None]:
+    """The results of a run, and the index it kept (None, with a message on
+    stderr, if it kept none)."""
+    res = json.loads(run_json.read_text(encoding="utf-8"))
+    db = work_dir(Path(res["corpus"]["root"])) / "recall.db"
+    if not db.exists():
+        print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
+        return res, None
+    return res, db
+
+
 def label(q: dict) -> str:
     return q["query"] if q["query"] else f"question={q['question']}"
 
@@ -696,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     p = C.params_from_args(args)
     root = (args.corpus or C.corpus_dir(p, args.profile)).resolve()
-    work = root.with_name(root.name + ".work")
+    work = work_dir(root)
     work.mkdir(parents=True, exist_ok=True)
     env = isolate(work)
     info = machine()
