@@ -125,7 +125,7 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
             if report.bytes_read or report.files_missing or report.files_renamed:
                 _print_report(report, prefix="synced ")
 
-        watcher = Watcher(ix.store, list(paths) or None, kind, on_sync=on_sync)
+        watcher = Watcher(ix.store, list(paths) or None, kind, on_sync=on_sync, limits=ix.limits)
 
         def stop(signum, frame) -> None:
             watcher.stop()

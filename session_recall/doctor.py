@@ -110,7 +110,7 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             report["sources_from"] = origin
             if sources:
                 Syncer(store).register(sources)
-                Syncer(store).run(None)
+                Syncer(store, limits=ix.limits).run(None)
             counts = store.conn.execute("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)")
             report["sessions"], report["messages"] = counts.fetchone()
         finally:

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 
 from .config import Settings, default_db, load_settings
+from .indexer.files import Limits
 from .indexer.sync import Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import FTS_FIRST_PAGE, Engine, Run
@@ -65,6 +66,13 @@ class Index:
 
     # --- indexing ---------------------------------------------------------------
 
+    @property
+    def limits(self) -> Limits:
+        """What one log may cost to read, from the settings."""
+        st = self.settings
+        return Limits(max_line_bytes=st.max_line_bytes, zst_max_bytes=st.zst_max_bytes,
+                      zst_max_ratio=st.zst_max_ratio, zst_ratio_after=st.zst_ratio_after)
+
     def configured_sources(self) -> list[tuple[str, str]]:
         """Sources from the settings, as (path, kind)."""
         return [(os.path.expanduser(s.path), s.kind) for s in self.settings.sources]
@@ -101,7 +109,7 @@ class Index:
             paths = [str(paths)]
         if not paths:
             self.register_default_sources()
-        syncer = Syncer(self.store, progress=progress)
+        syncer = Syncer(self.store, progress=progress, limits=self.limits)
         self._syncer = syncer
         try:
             return syncer.run(paths, kind, prune=prune)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import logging
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import apsw
 import orjson
 import zstandard
 
@@ -30,6 +32,8 @@ from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body
 from .sources import detect_kind
+
+log = logging.getLogger(__name__)
 
 KINDS = ("auto", "canonical", "claude-code", "codex")
 BATCH_LINES = 20_000
@@ -84,8 +88,10 @@ class ReadJob:
 
 class Syncer:
     def __init__(self, store: Store, *, progress: Progress | None = None,
-                 batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES):
+                 batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES,
+                 limits: F.Limits = F.DEFAULT_LIMITS):
         self.store = store
+        self.limits = limits
         self.conn = store.conn
         self.progress = progress
         self.batch_lines = batch_lines
@@ -334,11 +340,20 @@ class Syncer:
         return 0
 
     def _detect(self, path: str) -> str | None:
+        """The kind of a log from its first lines. A damaged `.zst` is
+        detected from the lines before its damage (which its read then
+        counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
-        for line, _ in F.read_lines(path, 0):
-            first.append(line)
-            if len(first) >= DETECT_LINES:
-                break
+        try:
+            for line, _ in F.read_lines(path, 0):
+                first.append(line)
+                if len(first) >= DETECT_LINES:
+                    break
+        except F.Damaged:
+            kind = detect_kind(first)
+            if kind is None:
+                raise
+            return kind
         return detect_kind(first)
 
     def _delete_file_messages(self, fid: int) -> None:
@@ -369,7 +384,7 @@ class Syncer:
                 with self._file_errors(problems, job):
                     for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
                                            batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
-                                           expect=job.expect):
+                                           expect=job.expect, limits=self.limits):
                         self._commit(job, batch)
                         if self.stop_requested:
                             return
@@ -379,8 +394,10 @@ class Syncer:
 
         def submit(job: ReadJob, offset: int, state: dict, expect: str | None) -> cf.Future:
             span = float("inf") if F.is_zst(job.path) else P.RANGE_BYTES  # a .zst cannot seek
+            # For a .zst, `expect` is its identity: a reader that meets damage
+            # tells a file written again meanwhile from a damaged one by it.
             return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
-                               self.batch_lines, self.batch_bytes, span, None if F.is_zst(job.path) else expect)
+                               self.batch_lines, self.batch_bytes, span, expect, self.limits)
 
         def first_range(job: ReadJob) -> int:  # bytes of log (a .zst is read whole)
             left = max(0, job.st.st_size - job.offset)
@@ -448,11 +465,25 @@ class Syncer:
             problems["unreadable_file"] += 1
         except FileNotFoundError:
             problems["vanished_file"] += 1  # deleted or renamed since it was listed, or while it was read
-        except F.FileChanged as e:
+        except (F.FileChanged, F.Damaged) as e:
             problems[e.reason] += 1
         except zstandard.ZstdError:
             # A .zst written again while it was decompressed reads as garbage.
             problems[F.REWRITTEN if job is not None and self._zst_changed(job) else "corrupt_zst"] += 1
+        except (apsw.Error, KeyboardInterrupt, SystemExit, cf.CancelledError):
+            raise  # the database's problem, or a stop: not this file's
+        except RecursionError:
+            problems["too_deep"] += 1
+            log.warning("reading %s failed; counted as too_deep", job.path if job else "a file", exc_info=True)
+        except MemoryError:
+            problems["too_large"] += 1
+            log.warning("reading %s failed; counted as too_large", job.path if job else "a file", exc_info=True)
+        except Exception:
+            # Whatever else a file does to its reader (a bug a line found, a
+            # worker process that died), it is this file's problem only: it
+            # is counted and the other files and sources go on.
+            problems["file_error"] += 1
+            log.warning("reading %s failed; counted as file_error", job.path if job else "a file", exc_info=True)
 
     @staticmethod
     def _zst_changed(job: ReadJob) -> bool:
