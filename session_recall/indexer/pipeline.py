@@ -36,7 +36,27 @@ _NUL_RUN = re.compile(rb"\x00+")
 # What a piece cut off by NUL bytes fails with when it is the damage itself,
 # not a line: counted once, as the run's `nul_bytes`.
 _DAMAGE = frozenset({"blank", "malformed_json", "invalid_utf8", "nul_bytes", "not_object"})
-_NONBLANK = re.compile(rb"[^\n]+")
+# Runs of empty lines at least this long are counted without visiting each
+# (a .zst of newlines inflates to any number of them).
+_EMPTY_RUN = b"\n" * 64
+_NEWLINES = re.compile(rb"\n+")
+
+
+def _segments(block: bytes):
+    """(segment, empty lines after it) covering `block`: each segment ends
+    with a newline, and the long runs of empty lines between them are
+    found with a substring search and a regex over the run alone, in C."""
+    pos = 0
+    while True:
+        i = block.find(_EMPTY_RUN, pos)
+        if i == -1:
+            yield (block if pos == 0 else block[pos:]), 0
+            return
+        run_end = _NEWLINES.match(block, i).end()
+        yield block[pos:i + 1], run_end - i - 1
+        pos = run_end
+        if pos == len(block):
+            return
 
 
 def feed_line(parser, line: bytes, skips: Counter[str], max_line: int) -> list:
@@ -164,37 +184,28 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
                 if prefix is not None:
                     prefix.skip(block)
                 block, block_start = b"", end
-            elif b"\n\n" in block:
-                # Runs of empty lines (a .zst of newlines inflates to any
-                # number of them): the lines with bytes are found in C, the
-                # empty ones counted, not visited. The batch is cut only at the
-                # end of such a block.
-                lines = _NONBLANK.findall(block)
-                n = block.count(b"\n")
-                blank += n - len(lines)
-                n_lines += n
-                for line in lines:
-                    if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
-                            and indexed_types(line) is None):
-                        noise += 1
-                    else:
-                        events.extend(feed_line(parser, line, skips, max_line))
-                end += len(block)
             else:
-                lines = block.split(b"\n")
-                lines.pop()  # the empty piece after the block's last newline
-                for line in lines:
-                    end += len(line) + 1
-                    n_lines += 1
-                    if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
-                            and indexed_types(line) is None):
-                        noise += 1
-                    else:
-                        events.extend(feed_line(parser, line, skips, max_line))
-                    if n_lines >= batch_lines or end - start >= batch_bytes:
-                        yield cut()
-                        if end - offset >= max_bytes:
-                            return
+                for segment, empties in _segments(block):
+                    lines = segment.split(b"\n")
+                    lines.pop()  # the empty piece after the segment's last newline
+                    for line in lines:
+                        end += len(line) + 1
+                        n_lines += 1
+                        if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
+                                and indexed_types(line) is None):
+                            noise += 1
+                        elif not line:
+                            blank += 1
+                        else:
+                            events.extend(feed_line(parser, line, skips, max_line))
+                        if n_lines >= batch_lines or end - start >= batch_bytes:
+                            yield cut()
+                            if end - offset >= max_bytes:
+                                return
+                    if empties:  # a long run of empty lines: counted, not visited
+                        end += empties
+                        n_lines += empties
+                        blank += empties
             if n_lines >= batch_lines or end - start >= batch_bytes:
                 yield cut()
                 if end - offset >= max_bytes:
