@@ -71,7 +71,8 @@ class Index:
         """What one log may cost to read, from the settings."""
         st = self.settings
         return Limits(max_line_bytes=st.max_line_bytes, zst_max_bytes=st.zst_max_bytes,
-                      zst_max_ratio=st.zst_max_ratio, zst_ratio_after=st.zst_ratio_after)
+                      zst_max_ratio=st.zst_max_ratio, zst_ratio_after=st.zst_ratio_after,
+                      zst_max_line_ratio=st.zst_max_line_ratio, zst_lines_after=st.zst_lines_after)
 
     def configured_sources(self) -> list[tuple[str, str]]:
         """Sources from the settings, as (path, kind)."""

@@ -42,12 +42,17 @@ class Limits:
     without being held in memory whole. A `.zst` stops being decompressed
     (counted as `zst_limit`, the lines before indexed) when its output passes
     `zst_max_bytes`, or passes `zst_ratio_after` bytes and `zst_max_ratio`
-    times the compressed bytes read so far."""
+    times the compressed bytes read so far, or passes `zst_lines_after`
+    lines and `zst_max_line_ratio` lines per compressed byte: a line costs
+    the reader a fixed amount of work whatever its length, and a bomb of
+    short lines (`{}` repeated) is dear long before it is large."""
 
     max_line_bytes: int = 64 << 20
     zst_max_bytes: int = 4 << 30
     zst_max_ratio: int = 100
     zst_ratio_after: int = 64 << 20
+    zst_max_line_ratio: int = 8
+    zst_lines_after: int = 1 << 20
 
 
 DEFAULT_LIMITS = Limits()
@@ -218,6 +223,26 @@ def file_identity(path: str, size: int) -> str:
     return _blake(str(size).encode(), head, tail)
 
 
+def _within(data: bytes, out: int, lines: int, compressed: int, limits: Limits) -> int:
+    """How many bytes of `data`, decompressed after `out` bytes and `lines`
+    newlines from `compressed` bytes of input, the limits allow."""
+    keep = min(limits.zst_max_bytes, max(limits.zst_ratio_after, limits.zst_max_ratio * compressed)) - out
+    keep = max(0, min(len(data), keep))
+    cap = max(limits.zst_lines_after, limits.zst_max_line_ratio * compressed) - lines
+    if data.count(b"\n", 0, keep) > cap:
+        # The longest prefix with at most `cap` newlines: a binary search of
+        # counts in C, not a visit of each line.
+        lo, hi = 0, keep
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if data.count(b"\n", 0, mid) <= cap:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep = lo
+    return keep
+
+
 def _zst_output(fh, size: int, limits: Limits) -> Iterator[bytes]:
     """The decompressed bytes of a `.zst` (all its frames), in pieces of
     about `size`. Raises Damaged where the stream is not valid, ends inside
@@ -226,7 +251,7 @@ def _zst_output(fh, size: int, limits: Limits) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
     dobj = dctx.decompressobj()
     in_frame = False  # input given to the current frame, which has not ended
-    compressed = out = 0
+    compressed = out = lines = 0
     held: list[bytes] = []
     n_held = 0
     problem = None
@@ -251,11 +276,13 @@ def _zst_output(fh, size: int, limits: Limits) -> Iterator[bytes]:
                 in_frame = False
             if not data:
                 continue
-            out += len(data)
-            if out > limits.zst_max_bytes or (out > limits.zst_ratio_after
-                                              and out > limits.zst_max_ratio * compressed):
+            keep = _within(data, out, lines, compressed, limits)
+            if keep < len(data):
+                held.append(data[:keep])  # what the limits allow of it
                 problem = "zst_limit"
                 break
+            out += len(data)
+            lines += data.count(b"\n")
             held.append(data)
             n_held += len(data)
             if n_held >= size:

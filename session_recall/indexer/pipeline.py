@@ -59,7 +59,15 @@ def _segments(block: bytes):
             return
 
 
-def feed_line(parser, line: bytes, skips: Counter[str], max_line: int) -> list:
+# Reasons a line is skipped for that depend on its bytes alone (load_object,
+# is_noise), never on the parser's state: a repeat of such a line is counted
+# without being parsed again. Repeats are what a compressed bomb is made of.
+_PURE = frozenset({"noise", "malformed_json", "invalid_utf8", "not_object", "missing_type", "too_deep"})
+_MEMO_LINE = 512  # bytes; longer lines are rarely repeated and cost their parse anyway
+_MEMO_SIZE = 1024
+
+
+def feed_line(parser, line: bytes, skips: Counter[str], max_line: int, memo: dict | None = None) -> list:
     """The events of one line that is not plain noise, or [] with the line
     counted under its reason. Nothing a line holds can stop the file: an
     exception of the parser (a bug, or an input it did not foresee) is
@@ -73,18 +81,21 @@ def feed_line(parser, line: bytes, skips: Counter[str], max_line: int) -> list:
         for piece in _NUL_RUN.split(line):
             if not piece:
                 continue
-            got = _feed(parser, piece, skips, _DAMAGE)
-            events.extend(got)
+            events.extend(_feed(parser, piece, skips, _DAMAGE))
         return events
-    return _feed(parser, line, skips, frozenset())
+    return _feed(parser, line, skips, frozenset(), memo)
 
 
-def _feed(parser, line: bytes, skips: Counter[str], silent: frozenset[str]) -> list:
+def _feed(parser, line: bytes, skips: Counter[str], silent: frozenset[str], memo: dict | None = None) -> list:
     try:
         return parser.feed(line)
     except Skip as s:
         if s.reason not in silent:
             skips[s.reason] += 1
+        if memo is not None and s.reason in _PURE and len(line) <= _MEMO_LINE:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[line] = s.reason
     except RecursionError:
         skips["too_deep"] += 1
     except MemoryError:
@@ -174,6 +185,7 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     indexed_types = parser.indexed_types.search
     max_line = limits.max_line_bytes
     blank = 0
+    memo: dict[bytes, str] = {}  # short lines skipped for a _PURE reason
     try:
         for block in F.read_blocks(path, offset, expect=expect, prefix=prefix, limits=limits):
             block_start = end
@@ -196,8 +208,12 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
                             noise += 1
                         elif not line:
                             blank += 1
+                        elif line in memo:
+                            skips[memo[line]] += 1
                         else:
-                            events.extend(feed_line(parser, line, skips, max_line))
+                            got = feed_line(parser, line, skips, max_line, memo)
+                            if got:
+                                events.extend(got)
                         if n_lines >= batch_lines or end - start >= batch_bytes:
                             yield cut()
                             if end - offset >= max_bytes:

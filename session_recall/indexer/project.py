@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
+
+# A JSON string literal, and whether a colon follows it (an object's key).
+_STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.DOTALL)
+
+
+def _deep_strings(text: str) -> list[str]:
+    """The string values of JSON text nested deeper than orjson decodes (1,024
+    levels), in document order, found by a scan of its string literals (keys
+    left out), never by recursion. Numbers are not kept."""
+    out: list[str] = []
+    for m in _STRING.finditer(text.encode("utf-8", "surrogatepass")):
+        if m.group(2):
+            continue
+        try:
+            value = orjson.loads(b'"' + m.group(1) + b'"')
+        except orjson.JSONDecodeError:
+            continue
+        if value:
+            out.append(value)
+    return out
 
 
 def _leaves(value, out: list[str]) -> None:
@@ -32,7 +54,9 @@ def visible_text(text: str) -> str:
         return text
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as e:
+        if str(e).startswith("depth limit"):
+            return "\n".join(_deep_strings(text))
         return text
     out: list[str] = []
     _leaves(value, out)
