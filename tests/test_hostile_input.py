@@ -594,3 +594,18 @@ def test_a_long_run_of_combining_marks_folds_in_linear_time_and_exactly():
     cost(1000)  # builds the class of marks once
     # Unordered, 80,000 marks took 25 s (an insertion sort); in order, milliseconds.
     assert cost(40_000) < 2.0
+
+
+def test_the_cost_bench_runs(tmp_path: Path) -> None:
+    """bench/hostile_cost.py on tiny inputs: a figure per case. No ratio is
+    asserted (shared CI machines are noisy); the figures are in
+    docs/reliability.md."""
+    import json
+
+    out = tmp_path / "cost.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "hostile_cost.py"), "--mb", "0.02",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text(encoding="utf-8"))
+    assert {r["case"] for r in rows} >= {"pipeline_nul_runs", "pipeline_zst_short_lines", "text_combining_marks"}
+    assert all(r["t_n_s"] >= 0 and r["t_2n_s"] >= 0 for r in rows)

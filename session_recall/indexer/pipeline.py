@@ -81,7 +81,11 @@ def feed_line(parser, line: bytes, skips: Counter[str], max_line: int, memo: dic
         for piece in _NUL_RUN.split(line):
             if not piece:
                 continue
-            events.extend(_feed(parser, piece, skips, _DAMAGE))
+            if memo is not None and piece in memo:
+                if memo[piece] not in _DAMAGE:
+                    skips[memo[piece]] += 1
+                continue
+            events.extend(_feed(parser, piece, skips, _DAMAGE, memo))
         return events
     return _feed(parser, line, skips, frozenset(), memo)
 
