@@ -82,7 +82,13 @@ def repeated_bad(size: int) -> tuple[str, bytes]:
 
 
 def nul_runs(size: int) -> tuple[str, bytes]:
-    return "nul.jsonl", _head() + _repeat(b"\x00\x00a", size) + b"\n" + _message(1, "after")
+    # Lines of 60 KB, each 20,000 NUL runs between distinct pieces.
+    out = bytearray(_head())
+    i = 0
+    while len(out) < size:
+        out += b"".join(b"\x00\x00%x" % (i + j) for j in range(20_000)) + b"\n"
+        i += 20_000
+    return "nul.jsonl", bytes(out) + _message(1, "after")
 
 
 def blank_runs(size: int) -> tuple[str, bytes]:

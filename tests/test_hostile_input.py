@@ -375,6 +375,13 @@ def test_a_zst_bomb_is_stopped_counted_and_the_rest_goes_on(filler, tmp_path, in
     write(tmp_path / "src", Canonical("z"), "zneighbour", [])
 
     t0 = time.perf_counter()
+    if filler == b"{}\n" and not LONG:
+        # The default line bound (a million lines) costs seconds of parsing
+        # on a shared CI machine: the short form stops at a fifth of it.
+        with limited(tmp_path, zst_lines_after=200_000) as ix:
+            ix.sync([str(tmp_path / "src")])
+            assert found(ix, "bombbefore") == 1 and ix.status()["skipped"].get("zst_limit") == 1
+        return
     index.sync([str(tmp_path / "src")])
     elapsed = time.perf_counter() - t0
 
@@ -603,9 +610,11 @@ def test_the_cost_bench_runs(tmp_path: Path) -> None:
     import json
 
     out = tmp_path / "cost.json"
+    cases = "pipeline_nul_runs,pipeline_blank_runs,pipeline_zst_newlines,text_combining_marks"
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "hostile_cost.py"), "--mb", "0.02",
-                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           "--only", cases, "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads(out.read_text(encoding="utf-8"))
-    assert {r["case"] for r in rows} >= {"pipeline_nul_runs", "pipeline_zst_short_lines", "text_combining_marks"}
+    assert [r["case"] for r in rows] == cases.split(",")
     assert all(r["t_n_s"] >= 0 and r["t_2n_s"] >= 0 for r in rows)
