@@ -618,3 +618,51 @@ def test_the_cost_bench_runs(tmp_path: Path) -> None:
     rows = json.loads(out.read_text(encoding="utf-8"))
     assert [r["case"] for r in rows] == cases.split(",")
     assert all(r["t_n_s"] >= 0 and r["t_2n_s"] >= 0 for r in rows)
+
+
+def test_a_worker_that_dies_costs_only_its_file(tmp_path, index, monkeypatch):
+    """The parsing worker of a large pass is killed (out of memory, say)
+    while it reads the first file: that file is counted, and the files
+    queued behind it are read in this process."""
+    import signal
+
+    from session_recall.indexer import pipeline as P
+
+    real_pool = P.worker_pool
+
+    class Killing:
+        """The real pool, whose process is killed once the first read is queued."""
+
+        def __init__(self):
+            self.pool = real_pool()
+            self.killed = False
+
+        def submit(self, *args):
+            future = self.pool.submit(*args)
+            if not self.killed:
+                self.killed = True
+                for proc in list(self.pool._processes.values()):
+                    os.kill(proc.pid, signal.SIGKILL)
+            return future
+
+        def shutdown(self, *args, **kwargs):
+            return self.pool.shutdown(*args, **kwargs)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    monkeypatch.setattr(P, "worker_pool", Killing)
+    monkeypatch.setattr(P, "WORKER_MIN_BYTES", 0)
+    for name in ("wa", "wb", "wc"):
+        write(tmp_path / "src", Canonical(name), name, [])
+
+    report = index.sync([str(tmp_path / "src")])
+
+    assert report.skipped.get("file_error") == 1
+    assert found(index, "wbafter") == 1 and found(index, "wcafter") == 1
+    monkeypatch.setattr(P, "worker_pool", real_pool)
+    index.sync([str(tmp_path / "src")])  # the next pass reads the first file
+    assert found(index, "waafter") == 1

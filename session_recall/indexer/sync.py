@@ -18,6 +18,7 @@ import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 import apsw
@@ -378,18 +379,32 @@ class Syncer:
         one commits them, one range ahead."""
         todo = sum(max(0, j.st.st_size - j.offset) for j in jobs)
         if todo < P.WORKER_MIN_BYTES or not self.parallel:
-            for job in jobs:
-                if self.stop_requested:
-                    return
-                with self._file_errors(problems, job):
-                    for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
-                                           batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
-                                           expect=job.expect, limits=self.limits):
-                        self._commit(job, batch)
-                        if self.stop_requested:
-                            return
-                    self._finish(job)
+            self._read_here(jobs, problems)
             return
+        left = self._read_in_worker(jobs, problems)
+        if left:
+            # The worker process died (killed, out of memory): the file it
+            # was reading is counted (file_error; the next pass resumes it
+            # from its committed offset) and the files not yet started are
+            # read here, so that one file cannot cost the others their pass.
+            self._read_here(left, problems)
+
+    def _read_here(self, jobs: list[ReadJob], problems: Counter[str]) -> None:
+        for job in jobs:
+            if self.stop_requested:
+                return
+            with self._file_errors(problems, job):
+                for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
+                                       batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
+                                       expect=job.expect, limits=self.limits):
+                    self._commit(job, batch)
+                    if self.stop_requested:
+                        return
+                self._finish(job)
+
+    def _read_in_worker(self, jobs: list[ReadJob], problems: Counter[str]) -> list[ReadJob]:
+        """The worker's half of _read_jobs; returns the jobs not started
+        when the worker process died (none if it did not)."""
         key = self.redactor.key
 
         def submit(job: ReadJob, offset: int, state: dict, expect: str | None) -> cf.Future:
@@ -415,43 +430,55 @@ class Syncer:
             def fill() -> None:
                 nonlocal queued
                 while pending and (not ahead or queued + first_range(pending[0]) <= P.LOOKAHEAD_BYTES):
-                    job = pending.popleft()
+                    job = pending[0]
+                    future = submit(job, job.offset, job.state, job.expect)
+                    pending.popleft()
                     queued += first_range(job)
-                    ahead.append((job, submit(job, job.offset, job.state, job.expect)))
+                    ahead.append((job, future))
 
-            fill()
             following: cf.Future | None = None  # the next range of `job`
-            while (following or ahead) and not self.stop_requested:
-                if following is None:
-                    job, future = ahead.popleft()
-                    queued -= first_range(job)
-                else:
-                    future, following = following, None
+            try:
                 fill()
-                out: list[P.Batch] = []
-                done, failed = True, True
-                with self._file_errors(problems, job):
-                    out, done = future.result()
-                    failed = False
-                if not done and not failed:  # queued now, so the worker reads it while this commits
-                    following = submit(job, out[-1].end, out[-1].state, out[-1].sig)
-                committed = False
-                # The file can vanish or change between its read and its commit.
-                with self._file_errors(problems, job):
-                    for batch in out:
-                        self._commit(job, batch)
-                        if self.stop_requested:
-                            break
-                    committed = True
-                if not committed and following is not None:
-                    # Its next range starts past what was not committed: drop
-                    # it; the next pass resumes at the committed offset.
-                    following.cancel()
-                    following = None
-                if done and not failed and committed and not self.stop_requested:
+                while (following or ahead) and not self.stop_requested:
+                    if following is None:
+                        job, future = ahead.popleft()
+                        queued -= first_range(job)
+                    else:
+                        future, following = following, None
+                    fill()
+                    out: list[P.Batch] = []
+                    done, failed = True, True
                     with self._file_errors(problems, job):
-                        self._finish(job)
+                        out, done = future.result()
+                        failed = False
+                    if not done and not failed:  # queued now, so the worker reads it while this commits
+                        following = submit(job, out[-1].end, out[-1].state, out[-1].sig)
+                    committed = False
+                    # The file can vanish or change between its read and its commit.
+                    with self._file_errors(problems, job):
+                        for batch in out:
+                            self._commit(job, batch)
+                            if self.stop_requested:
+                                break
+                        committed = True
+                    if not committed and following is not None:
+                        # Its next range starts past what was not committed: drop
+                        # it; the next pass resumes at the committed offset.
+                        following.cancel()
+                        following = None
+                    if done and not failed and committed and not self.stop_requested:
+                        with self._file_errors(problems, job):
+                            self._finish(job)
+            except BrokenProcessPool:
+                log.warning("the parsing worker died; the files not started are read in this process",
+                            exc_info=True)
+                problems["file_error"] += 1  # the file it was reading
+                if following is not None:
+                    following.cancel()
+                pool.shutdown(wait=False, cancel_futures=True)
+                return [j for j, _ in ahead] + list(pending)
             pool.shutdown(cancel_futures=True)
+        return []
 
     @contextlib.contextmanager
     def _file_errors(self, problems: Counter[str], job: ReadJob | None = None):
@@ -470,8 +497,8 @@ class Syncer:
         except zstandard.ZstdError:
             # A .zst written again while it was decompressed reads as garbage.
             problems[F.REWRITTEN if job is not None and self._zst_changed(job) else "corrupt_zst"] += 1
-        except (apsw.Error, KeyboardInterrupt, SystemExit, cf.CancelledError):
-            raise  # the database's problem, or a stop: not this file's
+        except (apsw.Error, KeyboardInterrupt, SystemExit, cf.CancelledError, BrokenProcessPool):
+            raise  # the database's problem, a stop, or the worker's death: not this file's
         except RecursionError:
             problems["too_deep"] += 1
             log.warning("reading %s failed; counted as too_deep", job.path if job else "a file", exc_info=True)
