@@ -137,6 +137,11 @@ class Index:
             self.sync(None)
         except WriterBusy:
             return {"first_use": "the index is empty and another process is building it; ask again shortly"}
+        except Exception as e:  # noqa: BLE001 - the answer must still come: an empty index, and why
+            # Hostile logs are counted inside the pass; this is anything else,
+            # and the caller (an agent's tool call) gets an envelope, not a trace.
+            return {"first_use": f"the index is empty and building it failed ({type(e).__name__}: {e}); "
+                                 "run `recall index` to see why"}
         finally:
             timer.cancel()
         pending = self.store.conn.execute(

@@ -666,3 +666,22 @@ def test_a_worker_that_dies_costs_only_its_file(tmp_path, index, monkeypatch):
     monkeypatch.setattr(P, "worker_pool", real_pool)
     index.sync([str(tmp_path / "src")])  # the next pass reads the first file
     assert found(index, "waafter") == 1
+
+
+def test_recall_on_an_empty_index_answers_when_its_first_build_fails(tmp_path, monkeypatch):
+    """First use builds an empty index before answering; if that build fails
+    outright, the call still returns an envelope whose gaps say so."""
+    write(tmp_path / "src", Canonical("fu"), "firstuse", [])
+    with Index.open(tmp_path / "fu.db") as ix:
+        S.Syncer(ix.store).register([(str(tmp_path / "src"), "auto")])
+
+        def broken(self, *args, **kwargs):
+            raise RuntimeError("a pass that fails")
+
+        monkeypatch.setattr(S.Syncer, "run", broken)
+        env = ix.recall("firstusebefore", all_projects=True)
+        assert env.results == []
+        assert "building it failed" in env.gaps["first_use"]
+        monkeypatch.undo()
+        env = ix.recall("firstusebefore", all_projects=True)
+        assert [r.passage.anchor_id for r in env.results]
