@@ -170,6 +170,13 @@ def _confirm_on_terminal(question: str) -> bool | None:
     return click.confirm(question, default=False, err=True)
 
 
+def _confirm_for(all_projects: bool):
+    """Under the `confirm` policy a terminal prompt asks only when the user
+    typed --all-projects: a --cwd at `/`, `~` or above the project (which
+    is an all-projects search too) is refused without it, never prompted."""
+    return _confirm_on_terminal if all_projects else None
+
+
 def _highlight(text: str, terms: list[str]) -> str:
     from rich.markup import escape
 
@@ -227,7 +234,7 @@ def search(ctx: click.Context, query: str, question: str | None, all_projects: b
     """Passages that contain every term of QUERY (and/or answer --question)."""
     with _open(ctx) as ix:
         env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
-                        limit=limit, cursor=cursor, confirm=_confirm_on_terminal)
+                        limit=limit, cursor=cursor, confirm=_confirm_for(all_projects))
     if as_json:
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     else:
@@ -243,7 +250,7 @@ def search(ctx: click.Context, query: str, question: str | None, all_projects: b
 def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, as_json: bool) -> None:
     """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
     with _open(ctx) as ix:
-        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_on_terminal)
+        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
     if as_json:
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     else:

@@ -15,6 +15,7 @@ import apsw
 import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
+from ..paths import recorded
 from ..text.redact import Redactor
 from ..text.tokens import index_body, index_body_form
 
@@ -88,6 +89,9 @@ class Writer:
         return text
 
     def session_row(self, source: str, cwd: str, session_id: str, started_at: str | None = None) -> int:
+        # The cwd is normalised here, once (lexically, never through symlinks):
+        # the gates compare it as stored (session_recall/paths.py).
+        cwd = recorded(cwd)
         key = (source, cwd, session_id)
         row = self._sessions.get(key)
         if row is None:

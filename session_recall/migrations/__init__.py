@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import apsw
 
+from ..paths import recorded
 from ..text.tokens import FTS_TOKENIZE
 
 
@@ -147,8 +148,39 @@ def m005_query_indexes(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_recency ON messages(session, ts)")
 
 
+def m008_normalise_cwds(conn: apsw.Connection) -> None:
+    # Recorded cwds are normalised once, at ingest, and compared as stored
+    # (docs/recall.md, gates): rows written before that are normalised here,
+    # lexically, never through symlinks. Two rows of one session that differ
+    # only in spelling (`/a/b/` and `/a/b`) become one: the first row keeps
+    # the messages of both (a message id it has already wins), the earliest
+    # start and a title.
+    rows = conn.execute("SELECT id, source, cwd, session_id FROM sessions ORDER BY id").fetchall()
+    for row, source, cwd, session_id in rows:
+        norm = recorded(cwd)
+        if norm == cwd:
+            continue
+        twin = conn.execute("SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?",
+                            (source, norm, session_id)).fetchone()
+        if twin is None:
+            conn.execute("UPDATE sessions SET cwd = ? WHERE id = ?", (norm, row))
+            continue
+        (keep,) = twin
+        conn.execute("UPDATE messages SET session = ?1 WHERE session = ?2 AND message_id NOT IN "
+                     "(SELECT message_id FROM messages WHERE session = ?1)", (keep, row))
+        for (gone,) in conn.execute("SELECT id FROM messages WHERE session = ?", (row,)).fetchall():
+            conn.execute("DELETE FROM message_fts WHERE rowid = ?", (gone,))
+            conn.execute("DELETE FROM messages WHERE id = ?", (gone,))
+        conn.execute(
+            "UPDATE sessions SET started_at = (SELECT min(coalesce(a.started_at, b.started_at), "
+            "coalesce(b.started_at, a.started_at)) FROM sessions a, sessions b WHERE a.id = ?1 AND b.id = ?2), "
+            "title = coalesce(title, (SELECT title FROM sessions WHERE id = ?2)) WHERE id = ?1", (keep, row))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (row,))
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
+    m008_normalise_cwds,
 ]
 
 

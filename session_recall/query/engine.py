@@ -37,7 +37,7 @@ from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text, repla
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
-from .gates import Confirm, Scope, decide_scope, resolve, session_path, under
+from .gates import Confirm, Scope, decide_scope, session_path
 from .match import needs_collapse, occurs
 from .parse import Term, fts_phrase, fts_query
 from .retrieve import Retriever
@@ -235,7 +235,7 @@ class Engine:
 
     def _pinned(self, cwd: str) -> int:
         path = session_path(cwd)
-        return int(path is not None and any(under(path, resolve(p)) for p in self.settings.pinned_cwds))
+        return int(path is not None and self.settings.path_rules().is_pinned(path))
 
     def generation(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -515,11 +515,11 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
         t0 = time.perf_counter()
         self._now = time.time()
-        query, question, cwd, session_id, cursor, caller_session = map(
-            _clean, (query or "", question, cwd, session_id, cursor, caller_session))
+        query, question, cwd, session_id, cursor, caller_session, caller_cwd = map(
+            _clean, (query or "", question, cwd, session_id, cursor, caller_session, caller_cwd))
         # 1. a credential-shaped query is refused before any corpus is touched
         refused = self.refusal(query, question, t0)
         if refused is not None:
@@ -534,7 +534,7 @@ class Engine:
                                   "in natural language.")
         # 2. gates
         verdict = decide_scope(self.settings, cwd=cwd, session_id=session_id, all_projects=all_projects,
-                               confirm=confirm)
+                               confirm=confirm, caller_cwd=caller_cwd)
         if verdict.scope is None:
             return self._envelope(t0, query, question, "denied", verdict.hint)
         scope = verdict.scope
@@ -550,7 +550,7 @@ class Engine:
                                       f"No session {session_id!r} in scope ({self._scope_words(scope)}). Check the id, "
                                       "or search without session_id.", terms=term_names)
         # 3. paging
-        key = _cursor_key(q=query, qs=question, a=all_projects, c=scope.cwd, s=session_id, l=limit)
+        key = _cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
         offset = 0
         generation = self.generation()
         if cursor:
@@ -772,15 +772,17 @@ class Engine:
 
     @_one_snapshot
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
-                    caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
+                    caller_session: str | None = None, confirm: Confirm | None = None,
+                    caller_cwd: str | None = None) -> Envelope:
         t0 = time.perf_counter()
-        anchor, cwd, caller_session = map(_clean, (anchor, cwd, caller_session))
+        anchor, cwd, caller_session, caller_cwd = map(_clean, (anchor, cwd, caller_session, caller_cwd))
         parsed = P.parse_anchor(anchor)
         if parsed is None:
             return self._envelope(t0, anchor, None, "unknown_anchor",
                                   "This is not an anchor_id from a recall result; pass a passage's anchor_id.")
         source, scwd, session_id, message_id = parsed
-        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm)
+        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
+                               caller_cwd=caller_cwd)
         row = self.conn.execute(
             "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
@@ -817,8 +819,7 @@ def _own(caller_session: str | None, session_cwd: str, scope: Scope) -> str | No
     """`caller_session` if a session of this cwd can be the caller's own: a
     session is (source, cwd, id), so the same id in another project (outside
     the caller's cwd) is someone else's and its materials get no resource."""
-    path = session_path(session_cwd)
-    return caller_session if path is not None and under(path, scope.cwd) else None
+    return caller_session if scope.in_root(session_cwd) else None
 
 
 def _neg(ts: str | None) -> tuple:
