@@ -141,8 +141,10 @@ AllProjects = Annotated[bool, Field(description=(
     "Subject to the user's policy: it may be denied, or the user may be asked to confirm "
     "(status `denied` when not allowed)."))]
 Cwd = Annotated[str | None, Field(description=(
-    "The project directory whose sessions to search (sessions started there or below it), "
-    "as an absolute path. Default: the directory this server runs in, normally the current project."))]
+    "The project directory whose sessions to search (sessions started in its project, the top of its "
+    "git work tree, or below it), as an absolute path. Default: the directory this server runs in, "
+    "normally the current project. `/`, the home folder or a folder above the project count as all "
+    "projects (subject to the user's policy)."))]
 SessionId = Annotated[str | None, Field(description=(
     "Only this session: a `session_id` from an earlier result."))]
 Limit = Annotated[int | None, Field(description=(

@@ -46,7 +46,6 @@ import pytest
 from session_recall import Index
 from session_recall.config import Settings
 from session_recall.model import Envelope
-from session_recall.query.passages import anchor_id
 
 PROBES = int(os.environ.get("RECALL_SCOPE_PROBES", "1200"))
 CAFE_NFC = unicodedata.normalize("NFC", "café")
@@ -533,7 +532,8 @@ def test_m008_normalises_stored_cwds_and_merges_spelling_twins(tmp_path):
     rows = [(1, "/p/a/", "s1"), (2, "/p/a", "s1"), (3, "/p/./b/../c", "s2"), (4, "rel/../x", "s3")]
     for rid, cwd, sid in rows:
         conn.execute("INSERT INTO sessions(id, source, cwd, session_id, started_at, title) "
-                     "VALUES (?, 'src', ?, ?, ?, ?)", (rid, cwd, sid, f"2026-11-0{rid}T00:00:00Z", None if rid == 2 else f"t{rid}"))
+                     "VALUES (?, 'src', ?, ?, ?, ?)",
+                     (rid, cwd, sid, f"2026-11-0{rid}T00:00:00Z", None if rid == 2 else f"t{rid}"))
     for mid, (session, message_id) in enumerate([(1, "m1"), (1, "m2"), (2, "m2"), (3, "m1")], start=1):
         conn.execute("INSERT INTO messages(id, session, message_id, turn_id, seq, role, text, settled) "
                      "VALUES (?, ?, ?, 't', 0, 'user', 'x', 1)", (mid, session, message_id))

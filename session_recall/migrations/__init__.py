@@ -152,9 +152,10 @@ def m008_normalise_cwds(conn: apsw.Connection) -> None:
     # Recorded cwds are normalised once, at ingest, and compared as stored
     # (docs/recall.md, gates): rows written before that are normalised here,
     # lexically, never through symlinks. Two rows of one session that differ
-    # only in spelling (`/a/b/` and `/a/b`) become one: the first row keeps
-    # the messages of both (a message id it has already wins), the earliest
-    # start and a title.
+    # only in spelling (`/a/b/` and `/a/b`) become one: the row spelled in
+    # normal form keeps the messages of both (a message id it has already
+    # wins; the other's copy leaves the FTS index too), the earliest start
+    # and a title.
     rows = conn.execute("SELECT id, source, cwd, session_id FROM sessions ORDER BY id").fetchall()
     for row, source, cwd, session_id in rows:
         norm = recorded(cwd)
