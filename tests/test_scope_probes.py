@@ -42,6 +42,8 @@ from pathlib import Path
 import anyio
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from session_recall import Index
 from session_recall.config import Settings
@@ -544,3 +546,35 @@ def test_m008_normalises_stored_cwds_and_merges_spelling_twins(tmp_path):
                    (4, "rel/../x", "s3", "2026-11-04T00:00:00Z", "t4")]
     assert sorted(conn.execute("SELECT session, message_id FROM messages")) == [(2, "m1"), (2, "m2"), (3, "m1")]
     assert "m008_normalise_cwds" in migrations.applied(conn)
+
+
+# --- the path rules, property-based ---------------------------------------------
+
+_PART = st.sampled_from(["a", "b", "A", "ab", "a-b", "b-c", ".", "..", "", CAFE_NFC, CAFE_NFD, "CAFÉ", "ß", "SS",
+                         "secret", "Secret"])
+
+
+def _spell(parts: list[str], trailing: bool) -> str:
+    return "/" + "/".join(parts) + ("/" if trailing else "")
+
+
+@settings(max_examples=int(os.environ.get("RECALL_SCOPE_PROBES", "1200")) // 6, deadline=None, derandomize=True)
+@given(st.lists(_PART, max_size=6), st.lists(_PART, max_size=6), st.booleans(), st.booleans())
+def test_no_spelling_of_a_recorded_cwd_gets_past_a_deny_entry(deny, cwd, trail_d, trail_c):
+    """Paths no file system holds here (so nothing resolves): a recorded cwd
+    whose normal form lies under the deny entry's normal form (NFC,
+    casefolded, whole components) is never permitted, however either is
+    spelled; one outside it is, when nothing else denies it."""
+    from session_recall import paths
+    from session_recall.query.gates import session_path
+
+    entry, recorded = "/nonexistent-root" + _spell(deny, trail_d), "/nonexistent-root" + _spell(cwd, trail_c)
+    rules = paths.PathRules.read([], [entry], [])  # what Settings(deny_cwds=[entry]) holds
+    stored = paths.recorded(recorded)
+    assert paths.recorded(stored) == stored and not stored.endswith("/") or stored == "/"
+
+    def norm(p: str) -> list[str]:
+        return [c for c in unicodedata.normalize("NFC", os.path.normpath(p)).casefold().split("/") if c]
+
+    d, c = norm(entry), norm(recorded)
+    assert rules.denied(session_path(stored)) is (c[:len(d)] == d)
