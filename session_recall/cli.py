@@ -223,7 +223,10 @@ def _print_envelope(env) -> None:
 @click.argument("query", default="")
 @click.option("--question", "-q", default=None, help="A question in natural language; its keywords rank.")
 @click.option("--all-projects", is_flag=True, help="Search every project (subject to the all_projects policy).")
-@click.option("--cwd", default=None, help="Search the project at this directory (default: the current one).")
+@click.option("--cwd", default=None,
+              help="Search the project at this directory (default: the current one). `/`, `~` or a folder above "
+                   "the current project is an all-projects search for the all_projects policy (deny: refused; "
+                   "confirm: only with --all-projects, which asks).")
 @click.option("--session", "session_id", default=None, help="Only this session id.")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")

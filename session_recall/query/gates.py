@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Literal
 
 from .. import paths
@@ -22,11 +21,10 @@ from ..paths import under  # noqa: F401  (part of this module's interface)
 from ..text.fold import replace_lone_surrogates
 
 
-@lru_cache(maxsize=4096)
 def resolve(path: str) -> str:
     """Absolute, with `..`, `.`, doubled and trailing slashes and symlinks resolved
-    (as far as the path exists on this machine). For the caller's cwd and
-    list entries only, never for a recorded cwd."""
+    (as far as the path exists on this machine, now: not cached). For a
+    caller's cwd, never for a recorded cwd."""
     return paths.resolved(os.path.expanduser(path))
 
 
