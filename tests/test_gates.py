@@ -493,10 +493,12 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
     everything = corpus.open()
     # every anchor there is, with its session's cwd: recall_more probes pick among them
     anchors = {}
+    recorded: dict[str, set[str]] = {}  # session id -> the cwds it was recorded in
     for q in queries:
         for r in everything.recall(q, all_projects=True, limit=50).results:
             for m in r.passage.messages:
-                anchors[anchor_id(r.source, r.cwd, r.session_id, m.message_id)] = r.cwd
+                anchors[anchor_id(r.source, r.cwd, r.session_id, m.message_id)] = (r.cwd, r.session_id)
+            recorded.setdefault(r.session_id, set()).add(r.cwd)
     anchors = sorted(anchors.items())
     assert len(anchors) >= 15
     counts = Counter()
@@ -509,7 +511,9 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
                 return False
             if sid is not None and session_id is not None and session_id != sid:
                 return False
-            if any(inside(cwd, Path(p)) for p in lst.get("deny_cwds", [])):
+            # a session that shares its id with a session in a denied folder is denied with it
+            twins = recorded.get(session_id, {cwd}) if session_id is not None else {cwd}
+            if any(inside(c, Path(p)) for c in twins | {cwd} for p in lst.get("deny_cwds", [])):
                 return False
             return not lst.get("allow_cwds") or any(inside(cwd, Path(p)) for p in lst["allow_cwds"])
         return in_scope
@@ -522,11 +526,11 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
         all_projects = rng.random() < 0.3
         kind = rng.choices(["recall", "more", "pages"], weights=[6, 3, 1])[0]
         if kind == "more":
-            anchor, owner = rng.choice(anchors)
+            anchor, (owner, owner_id) = rng.choice(anchors)
             in_scope = reference(caller, None, all_projects, lst)
             env = ix.recall_more(anchor, cwd=caller, all_projects=all_projects)
             where = ("more", caller, all_projects, lst, owner)
-            if in_scope(owner, None):
+            if in_scope(owner, owner_id):
                 assert env.status == "ok" and [r.cwd for r in env.results] == [owner], where
             else:
                 assert env.status == "unknown_anchor" and env.results == [], where

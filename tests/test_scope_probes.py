@@ -112,7 +112,16 @@ class Machine:
         own_slug = "-" + own.strip("/").replace("/", "-").replace("_", "-")
         self._claude(self.claude / own_slug / parent / "subagents" / "agent-x1.jsonl", base + 2, parent, sec,
                      "secret", sidechain=True)
-        self.n = base + 3
+        # a session started in secret whose sub-agent started after a `cd` into own: the sub-agent's
+        # lines record own, and its messages are the denied parent's
+        sec_slug = "-" + sec.strip("/").replace("/", "-").replace("_", "-")
+        cd = "33333333-0000-0000-0000-00000000000d"
+        self._claude(self.claude / sec_slug / f"{cd}.jsonl", base + 3, cd, sec, "secret")
+        self._claude(self.claude / sec_slug / cd / "subagents" / "agent-y1.jsonl", base + 4, cd, own, "own",
+                     sidechain=True)
+        self.n = base + 5
+        # denied with: a session that shares its source and id with a session in a denied folder
+        self.deny_as = {n: "secret" for n in range(self.n) if self.sid[n] in ("twin", cd)}
 
     def _canonical(self, n: int, sid: str, cwd: str, label: str) -> None:
         lines = [{"type": "session", "session_id": sid, "cwd": cwd, "started_at": f"2026-11-{1 + n:02d}T09:00:00Z"},
@@ -214,9 +223,14 @@ def world(tmp_path_factory):
     mp.undo()
 
 
+def out(m: Machine, n: int, hidden: frozenset[str]) -> bool:
+    """Session n is denied or not allowed by the lists (or shares its id with one denied)."""
+    return m.label[n] in hidden or m.deny_as.get(n, m.label[n]) in hidden
+
+
 def visible(m: Machine, labels: frozenset[str], hidden: frozenset[str], sid: str | None) -> set[int]:
     return {n for n in range(m.n)
-            if m.label[n] in labels and m.label[n] not in hidden and (sid is None or m.sid[n] == sid)}
+            if m.label[n] in labels and not out(m, n, hidden) and (sid is None or m.sid[n] == sid)}
 
 
 def permitted(m: Machine, hidden: frozenset[str], sid: str | None) -> set[int]:
@@ -316,7 +330,7 @@ def test_links_appearing_after_indexing_change_nothing_and_then_the_probes(world
                 continue
             sid = None if rng.random() < 0.5 else rng.choice(
                 ["twin", "own-1", "sec-1", "case-1", "cafe-2", "ghost-1", "22222222-0000-0000-0000-00000000000c",
-                 "11111111-0000-0000-0000-00000000000a", "missing"])
+                 "11111111-0000-0000-0000-00000000000a", "33333333-0000-0000-0000-00000000000d", "missing"])
             q = rng.choice(QUERIES)
             if all_projects:
                 allowed = permitted(m, hidden, sid)
@@ -365,14 +379,14 @@ def _under_wide(m: Machine, cwd: str, hidden: frozenset[str]) -> set[int]:
     under the folder (lexically; in the spelling given or resolved)."""
     given = os.path.normpath(os.path.abspath(os.path.expanduser(cwd)))
     roots = {given, os.path.realpath(given)}
-    out = set()
+    found = set()
     for n in range(m.n):
-        if m.label[n] in hidden:
+        if out(m, n, hidden):
             continue
         rec = _recorded(m, n)
         if any(rec == r or rec.startswith(r.rstrip("/") + "/") for r in roots):
-            out.add(n)
-    return out
+            found.add(n)
+    return found
 
 
 def _recorded(m: Machine, n: int) -> str:

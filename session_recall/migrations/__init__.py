@@ -177,6 +177,9 @@ def m008_normalise_cwds(conn: apsw.Connection) -> None:
             "coalesce(b.started_at, a.started_at)) FROM sessions a, sessions b WHERE a.id = ?1 AND b.id = ?2), "
             "title = coalesce(title, (SELECT title FROM sessions WHERE id = ?2)) WHERE id = ?1", (keep, row))
         conn.execute("DELETE FROM sessions WHERE id = ?", (row,))
+    # The gates look sessions up by id (a session_id argument, and the twins
+    # of sessions in a denied folder: query/engine.py `_denied_twins`).
+    conn.execute("CREATE INDEX IF NOT EXISTS sessions_session_id ON sessions(session_id)")
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [

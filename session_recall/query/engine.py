@@ -254,7 +254,29 @@ class Engine:
                     if scope.covers_cwd(c, self.settings)]
             clauses.append("s.cwd IN (SELECT value FROM json_each(?))")
             params.append(orjson.dumps(cwds).decode())
+        twins = self._denied_twins()
+        if twins:
+            clauses.append("s.id NOT IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(sorted(twins)).decode())
         return (" AND " + " AND ".join(clauses)) if clauses else "", params
+
+    def _denied_twins(self) -> set[int]:
+        """Sessions that share their source and id with a session in a denied
+        folder. A harness records each file's cwd, and a sub-agent started
+        after a `cd` records another one than its parent's: its messages are
+        the parent session's (contract §2.1) and stay out with it. Fails
+        closed: a true twin in another project is hidden too (docs/recall.md)."""
+        if not self.settings.deny_cwds:
+            return set()
+        rules = self.settings.path_rules()
+        denied = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
+                  if (p := session_path(c)) is not None and rules.denied(p)]
+        if not denied:
+            return set()
+        return {row for (row,) in self.conn.execute(
+            "SELECT t.id FROM sessions d JOIN sessions t ON t.session_id = d.session_id AND t.source = d.source "
+            "WHERE d.cwd IN (SELECT value FROM json_each(?1)) AND t.cwd NOT IN (SELECT value FROM json_each(?1))",
+            (orjson.dumps(denied).decode(),))}
 
     def _order_sql(self, run: Run) -> tuple[str, list[str]]:
         """The score expression over `{bm25}` (lower is better, as bm25) and
@@ -543,8 +565,9 @@ class Engine:
                                   "The index is empty: nothing has been searched. Index session logs first "
                                   "(`recall index PATH`, or configure sources).", terms=term_names)
         if session_id is not None:
-            known = [r for r in self.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,))
-                     if scope.covers(r[0], session_id, self.settings)]
+            twins = self._denied_twins()
+            known = [r for r in self.conn.execute("SELECT cwd, id FROM sessions WHERE session_id = ?", (session_id,))
+                     if scope.covers(r[0], session_id, self.settings) and r[1] not in twins]
             if not known:
                 return self._envelope(t0, query, question, "unknown_session",
                                       f"No session {session_id!r} in scope ({self._scope_words(scope)}). Check the id, "
@@ -788,7 +811,8 @@ class Engine:
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.
-        if verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings):
+        if (verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings)
+                or row[0] in self._denied_twins()):
             return self._envelope(t0, anchor, None, "unknown_anchor" if verdict.scope is not None else "denied",
                                   verdict.hint or "No passage with this anchor in scope: it belongs to a session "
                                   "this caller cannot see, or the session is no longer indexed.")
