@@ -14,7 +14,9 @@ One machine, built in a temporary folder with its own $HOME:
 
 Sessions are recorded with `..`, `.`, doubled and trailing slashes; the same
 session id lives in own and in secret; a Claude Code sub-agent file filed
-under own's slug belongs to a parent session recorded in secret. After
+under own's slug belongs to a parent session recorded in secret, and a
+session of secret has a sub-agent that recorded own (started after a `cd`):
+both are denied with secret, and so is own's namesake of the twin id. After
 indexing, symlinks appear: `home/src/ghost` (a recorded cwd) now points into
 own, `own/hole` (a recorded cwd) now points into secret; and `deny-link` is
 re-pointed.
