@@ -566,9 +566,9 @@ class Syncer:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
-                body, nfkc = fts_body(text, names)
-                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ? WHERE id = ?",
-                                  (text, atts, int(nfkc), rowid))
+                body, nfkc, ntok = fts_body(text, names)
+                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ? WHERE id = ?",
+                                  (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))

@@ -147,8 +147,51 @@ def m005_query_indexes(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_recency ON messages(session, ts)")
 
 
+def _varints(blob: bytes | None) -> int:
+    """The sum of the SQLite varints in `blob` (an FTS5 docsize record: the
+    tokens of each column)."""
+    total = value = 0
+    for byte in blob or b"":
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            total, value = total + value, 0
+    return total
+
+
+def m006_scope_statistics(conn: apsw.Connection) -> None:
+    # The statistics of a confined caller's scope (query/rank.py): how many
+    # messages and index tokens each session holds, kept by triggers as
+    # messages come and go, so a scope's totals are a sum over its sessions.
+    # messages.ntok is written with each message (indexer.ingest.fts_body);
+    # rows of before come from FTS5's own record of their length.
+    conn.execute("""
+        ALTER TABLE messages ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN n_messages INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN n_tokens INTEGER NOT NULL DEFAULT 0;
+    """)
+    conn.create_scalar_function("recall_varints", _varints, 1, deterministic=True)
+    conn.execute("""
+        UPDATE messages SET ntok = coalesce(
+            (SELECT recall_varints(sz) FROM message_fts_docsize WHERE id = messages.id), 0);
+        UPDATE sessions SET
+            n_messages = (SELECT count(*) FROM messages WHERE session = sessions.id),
+            n_tokens = (SELECT coalesce(sum(ntok), 0) FROM messages WHERE session = sessions.id);
+        CREATE TRIGGER messages_stats_insert AFTER INSERT ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages + 1, n_tokens = n_tokens + new.ntok WHERE id = new.session;
+        END;
+        CREATE TRIGGER messages_stats_delete AFTER DELETE ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages - 1, n_tokens = n_tokens - old.ntok WHERE id = old.session;
+        END;
+        CREATE TRIGGER messages_stats_update AFTER UPDATE OF ntok, session ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages - 1, n_tokens = n_tokens - old.ntok WHERE id = old.session;
+            UPDATE sessions SET n_messages = n_messages + 1, n_tokens = n_tokens + new.ntok WHERE id = new.session;
+        END;
+    """)
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
+    m006_scope_statistics,
 ]
 
 
