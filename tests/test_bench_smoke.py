@@ -96,3 +96,11 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
     assert len(rows) == len(data["queries"]) + 1 + 2
     assert rows[-2].startswith("| median of the run's mix |") and rows[-1].startswith("| sum of the run's mix |")
+
+    # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
+    # asserts that), one row per query of the mix, then the median and the sum.
+    confined = subprocess.run([sys.executable, str(ROOT / "bench" / "confined.py"), str(out), "--reps", "1"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert confined.returncode == 0, confined.stdout[-3000:] + confined.stderr[-3000:]
+    rows = [line for line in confined.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
+    assert len(rows) == len(data["queries"]) + 2 and rows[-1].startswith("| sum of the mix |")
