@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import apsw
 import pytest
 
 from session_recall import Index
@@ -166,3 +167,21 @@ def test_control_secure_delete_alone_leaves_the_tokens_in_fts5(index, db_path, l
     _index_then(index, logs_dir, canonical).unlink()
     index.sync([logs_dir], prune=True)
     assert set(leftovers(db_path, WORD, PIECE)) == {db_path.name}
+
+
+def test_a_reader_on_an_old_snapshot_defers_the_wipe_to_the_next_pass(index, db_path, logs_dir, canonical):
+    _index_then(index, logs_dir, canonical).unlink()
+    index.store.conn.set_busy_timeout(200)  # the checkpoint's wait for readers, shortened for the test
+    reader = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM messages").fetchone()[0] == 4  # holds its snapshot
+        report = index.sync([logs_dir], prune=True)
+        assert report.wipe_pending and report.wiped == 3
+        assert index.status()["wipe_pending"] == 3  # still owed, and `recall status` says so
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    report = index.sync([logs_dir])
+    assert report.wiped == 3 and not report.wipe_pending
+    assert leftovers(db_path, WORD, PIECE) == {}
