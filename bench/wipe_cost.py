@@ -40,8 +40,9 @@ from run import isolate, work_dir  # noqa: E402
 from session_recall import Index  # noqa: E402
 from session_recall.store import Store  # noqa: E402
 
-KEYS = ("build_s", "build_s_secure_delete_off", "secure_delete_ratio", "secure_delete_cpu_ratio", "prune_s", "prune_optimize_s",
-        "prune_checkpoint_s", "rebuild_s", "rebuild_optimize_s", "rebuild_vacuum_s", "rebuild_checkpoint_s")
+KEYS = ("build_s", "build_s_secure_delete_off", "secure_delete_ratio", "secure_delete_cpu_ratio", "prune_s",
+        "prune_optimize_s", "prune_checkpoint_s", "rebuild_s", "rebuild_optimize_s", "rebuild_vacuum_s",
+        "rebuild_checkpoint_s")
 
 
 def _fresh(db: Path) -> None:

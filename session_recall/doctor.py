@@ -137,6 +137,7 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
         f"new index from {where}: {report['sessions']} sessions, {report['messages']} messages. Sessions whose "
         "log files were deleted since they were indexed cannot be rebuilt from the sources; they remain in the "
         "damaged file, which is why it is kept. It still holds the text of every message it had (made readable by "
-        "you alone, mode 0600): delete it once you no longer need it." + ("" if not after else f" The new database fails its check too: {'; '.join(after[:3])}.")
+        "you alone, mode 0600): delete it once you no longer need it."
+        + ("" if not after else f" The new database fails its check too: {'; '.join(after[:3])}.")
     )
     return report
