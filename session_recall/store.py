@@ -132,7 +132,9 @@ class Store:
         if complete:
             with self.atomic():
                 self.conn.execute("DELETE FROM wipe_pending")
-            complete = self._checkpoint_truncate()  # that commit's pages (meta only) too
+            # And that commit's page (of wipe_pending alone); a reader that
+            # arrived meanwhile can only keep that page in the WAL.
+            self._checkpoint_truncate()
         t3 = time.perf_counter()
         return {"messages": messages, "vacuumed": vacuum, "complete": complete,
                 "optimize_s": round(t1 - t0, 4), "vacuum_s": round(t2 - t1, 4),
