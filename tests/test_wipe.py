@@ -42,11 +42,11 @@ def leftovers(db: Path, *needles: str) -> dict[str, list[str]]:
     return out
 
 
-def plant(canonical, logs: Path, name: str = "a.jsonl", *, word: str = WORD) -> Path:
+def plant(canonical, logs: Path, name: str = "a.jsonl", *, word: str = WORD, title: str | None = None) -> Path:
     """A session with the word among ordinary messages, plus one it does not touch."""
     a = canonical("sa")
     path = logs / name
-    path.write_bytes(a.session() + a.message("m1", "which font did we pick") +
+    path.write_bytes(a.session(title) + a.message("m1", "which font did we pick") +
                      a.message("m2", f"the answer is {word} in the end") + a.message("m3", "Serif, then"))
     b = canonical("sb")
     (logs / "b.jsonl").write_bytes(b.session() + b.message("m1", "an unrelated session stays"))
@@ -59,18 +59,21 @@ def test_the_planted_word_is_in_the_files_after_indexing(index, db_path, logs_di
     assert leftovers(db_path, WORD, PIECE)  # the probe sees what it looks for
 
 
-def _index_then(index, logs_dir, canonical):
-    path = plant(canonical, logs_dir)
+def _index_then(index, logs_dir, canonical, **kw):
+    path = plant(canonical, logs_dir, **kw)
     index.sync([logs_dir])
     assert [h.message_id for h, _ in index.search(WORD)] == ["m2"]
     return path
 
 
 def test_prune_leaves_no_bytes(index, db_path, logs_dir, canonical):
-    _index_then(index, logs_dir, canonical).unlink()
+    # the session's title goes too: its row is deleted with its last message
+    path = _index_then(index, logs_dir, canonical, title=f"about {WORD[::-1]}")
+    assert leftovers(db_path, WORD[::-1])
+    path.unlink()
     report = index.sync([logs_dir], prune=True)
     assert report.wiped == 3 and not report.wipe_pending
-    assert leftovers(db_path, WORD, PIECE) == {}
+    assert leftovers(db_path, WORD, PIECE, WORD[::-1]) == {}
     assert index.search(WORD) == []
     assert index.status()["messages"] == 1 and index.status()["wipe_pending"] == 0
 
