@@ -188,3 +188,28 @@ def test_a_reader_on_an_old_snapshot_defers_the_wipe_to_the_next_pass(index, db_
     report = index.sync([logs_dir])
     assert report.wiped == 3 and not report.wipe_pending
     assert leftovers(db_path, WORD, PIECE) == {}
+
+
+def test_a_database_from_before_the_wipe_is_vacuumed_by_its_first_pass(db_path, logs_dir, canonical):
+    """Older versions deleted without secure_delete, so freed pages may hold
+    text that no merge will touch: migration m007 owes a VACUUM."""
+    plant(canonical, logs_dir)
+    with Index.open(db_path) as ix:
+        ix.sync([logs_dir])
+    conn = apsw.Connection(str(db_path))  # as the version before m007 left it, then deleted as it did
+    conn.execute("DROP TRIGGER messages_wipe_pending; DROP TABLE wipe_pending; "
+                 "DELETE FROM _migrations WHERE name = 'm007_wipe_pending'")
+    conn.execute("PRAGMA secure_delete=OFF")
+    conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
+    conn.execute("DELETE FROM message_fts WHERE rowid IN (SELECT id FROM messages WHERE text LIKE '%' || ? || '%')",
+                 (WORD,))
+    conn.execute("DELETE FROM messages WHERE text LIKE '%' || ? || '%'", (WORD,))
+    conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    assert set(leftovers(db_path, WORD, PIECE)) == {db_path.name}  # freed, not zeroed
+    with Index.open(db_path) as ix:
+        assert ix.store.wipe_owed() == (0, True)
+        report = ix.sync([logs_dir])
+        assert report.vacuumed and report.wiped == 0 and ix.status()["messages"] == 3
+    assert leftovers(db_path, WORD, PIECE) == {}
