@@ -189,9 +189,27 @@ def m006_scope_statistics(conn: apsw.Connection) -> None:
     """)
 
 
+def m007_wipe_pending(conn: apsw.Connection) -> None:
+    # "Deleted means gone" (docs/storage.md, "Deleting leaves no bytes
+    # behind"): what the next end of a sync pass owes (Store.wipe). Every
+    # message deleted, by whatever path, counts itself into the row
+    # 'messages' in the transaction that deletes it, so a crash between the
+    # delete and the wipe still leaves the wipe owed. 'vacuum' is owed after
+    # a rebuild, and by a database written before this migration, whose freed
+    # pages SQLite did not zero (secure_delete was off).
+    conn.execute("CREATE TABLE wipe_pending(what TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute(
+        "CREATE TRIGGER messages_wipe_pending AFTER DELETE ON messages BEGIN "
+        "INSERT INTO wipe_pending(what, n) VALUES ('messages', 1) "
+        "ON CONFLICT(what) DO UPDATE SET n = n + 1; END"
+    )
+    if conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone():
+        conn.execute("INSERT INTO wipe_pending(what, n) VALUES ('vacuum', 1)")
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
-    m006_scope_statistics,
+    m006_scope_statistics, m007_wipe_pending,
 ]
 
 
