@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import orjson
 import zstandard
 
-from ..migrations import create_fts
+from ..migrations import recreate_fts
 from ..store import Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
@@ -574,8 +574,7 @@ class Syncer:
             for fid, path in list(self.conn.execute("SELECT id, path FROM files WHERE missing = 0")):
                 if not os.path.exists(path):
                     self.conn.execute("UPDATE files SET missing = 1 WHERE id = ?", (fid,))
-            self.conn.execute("DROP TABLE IF EXISTS message_fts")
-            create_fts(self.conn)
+            recreate_fts(self.conn)
             self.conn.execute(
                 "DELETE FROM messages WHERE file_id IS NULL OR file_id IN (SELECT id FROM files WHERE missing = 0)"
             )

@@ -1,11 +1,13 @@
 """Numbered migrations, applied in order on every open.
 
-Each migration is a function `mNNN_name(conn)` registered in MIGRATIONS. The
-runner records each by name in `_migrations`, inside the same transaction as its
+Each migration is a function `mNNN_name(conn)` marked `@migration`, which
+registers it in MIGRATIONS (in number order) and returns it; a test checks that
+every `mNNN_` function of this module is registered, and the schema version is
+the highest number applied. The runner records each by name in `_migrations`, inside the same transaction as its
 changes, so a crash mid-migration leaves it either applied and recorded or not
 at all; an open that finds a migration unrecorded simply applies it again.
 The FTS5 schema is created here and nowhere else (the rebuild after a tokenizer
-change recreates it through `create_fts`).
+or redactor change recreates it through `recreate_fts`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,24 @@ import apsw
 
 from ..text.tokens import FTS_TOKENIZE
 
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = []
+
+
+def migration(fn: Callable[[apsw.Connection], None]) -> Callable[[apsw.Connection], None]:
+    """Register `fn` (named mNNN_what) as migration NNN."""
+    number = _number(fn.__name__)
+    if any(_number(f.__name__) == number for f in MIGRATIONS):
+        raise ValueError(f"two migrations numbered {number}: {fn.__name__}")
+    MIGRATIONS.append(fn)
+    MIGRATIONS.sort(key=lambda f: _number(f.__name__))
+    return fn
+
+
+def _number(name: str) -> int:
+    if not (len(name) > 5 and name[0] == "m" and name[1:4].isdigit() and name[4] == "_"):
+        raise ValueError(f"a migration is named mNNN_what, not {name!r}")
+    return int(name[1:4])
+
 
 def create_fts(conn: apsw.Connection) -> None:
     # Contentless with delete support: the text lives once, in `messages`;
@@ -27,6 +47,13 @@ def create_fts(conn: apsw.Connection) -> None:
         f"body, content='', contentless_delete=1, tokenize=\"{FTS_TOKENIZE}\")"
     )
     tune_fts(conn)
+
+
+def recreate_fts(conn: apsw.Connection) -> None:
+    """An empty FTS5 table in place of the old one (the rebuild after a
+    tokenizer or redactor change refills it)."""
+    conn.execute("DROP TABLE IF EXISTS message_fts")
+    create_fts(conn)
 
 
 # FTS5 keeps these in its own config table, so they hold for every later
@@ -41,6 +68,7 @@ def tune_fts(conn: apsw.Connection) -> None:
         conn.execute("INSERT INTO message_fts(message_fts, rank) VALUES (?, ?)", (key, value))
 
 
+@migration
 def m001_initial(conn: apsw.Connection) -> None:
     conn.execute(
         """
@@ -104,6 +132,7 @@ def m001_initial(conn: apsw.Connection) -> None:
     create_fts(conn)
 
 
+@migration
 def m002_source_problems(conn: apsw.Connection) -> None:
     # What the last full pass over a source found wrong outside the lines of a
     # log: an empty file, a file of unknown kind, a corrupt .zst, a folder it
@@ -122,6 +151,7 @@ def m002_source_problems(conn: apsw.Connection) -> None:
     )
 
 
+@migration
 def m003_text_form(conn: apsw.Connection) -> None:
     # 1 when a message's stored text is in NFKC already (as most is): recall
     # then folds it with casefold() alone, skipping the normalization that
@@ -130,10 +160,12 @@ def m003_text_form(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN nfkc INTEGER NOT NULL DEFAULT 0")
 
 
+@migration
 def m004_fts_settings(conn: apsw.Connection) -> None:
     tune_fts(conn)
 
 
+@migration
 def m005_query_indexes(conn: apsw.Connection) -> None:
     # Two indexes for recall (query/engine.py), about 3 % of the file together.
     # messages_rank: what the FTS5 query reads of each match to rank it
@@ -158,6 +190,7 @@ def _varints(blob: bytes | None) -> int:
     return total
 
 
+@migration
 def m006_scope_statistics(conn: apsw.Connection) -> None:
     # The statistics of a confined caller's scope (query/rank.py): how many
     # messages and index tokens each session holds, kept by triggers as
@@ -189,6 +222,7 @@ def m006_scope_statistics(conn: apsw.Connection) -> None:
     """)
 
 
+@migration
 def m007_wipe_pending(conn: apsw.Connection) -> None:
     # "Deleted means gone" (docs/storage.md, "Deleting leaves no bytes
     # behind"): what the next end of a sync pass owes (Store.wipe). Every
@@ -207,10 +241,6 @@ def m007_wipe_pending(conn: apsw.Connection) -> None:
         conn.execute("INSERT INTO wipe_pending(what, n) VALUES ('vacuum', 1)")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
-    m006_scope_statistics, m007_wipe_pending,
-]
 
 
 def applied(conn: apsw.Connection) -> list[str]:
@@ -243,4 +273,5 @@ def apply(conn: apsw.Connection, upto: int | None = None) -> list[str]:
 
 
 def schema_version(conn: apsw.Connection) -> int:
-    return len(applied(conn))
+    """The highest migration number applied (0 for a new file)."""
+    return max((_number(name) for name in applied(conn)), default=0)
