@@ -58,6 +58,12 @@ def _print_report(r, *, prefix: str = "") -> None:
         f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated; "
         f"skipped: {skipped}"
     )
+    if d["wiped"] or d["vacuumed"]:
+        click.echo(
+            f"{prefix}wiped {d['wiped']} forgotten messages in {d['wipe_s']:.2f}s (FTS5 merged, freed pages "
+            f"zeroed{', file vacuumed' if d['vacuumed'] else ''}, WAL truncated)"
+            + (" - not finished: a reader held an old snapshot; the next pass wipes" if d["wipe_pending"] else "")
+        )
 
 
 def _say_defaults(ix: Index) -> None:
@@ -158,6 +164,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
     if st["skipped"]:
         click.echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
+    if st["wipe_pending"]:
+        click.echo(f"wipe pending: {st['wipe_pending']} deleted messages may still have bytes in the file "
+                   "(the next `recall index` wipes them)")
     if st["waiting"]:
         click.echo("waiting: " + ", ".join(f"{k} {v}" for k, v in st["waiting"].items())
                    + " (a log's last line has no newline yet; it is read when it comes)")

@@ -215,4 +215,7 @@ class Index:
             "sources": sources,
             **self.store.versions(),
             "stale": self.store.stale_versions(),
+            # Deleted messages whose bytes the next sync pass still has to wipe
+            # (Store.wipe); nonzero only after a pass that could not finish it.
+            "wipe_pending": self.store.wipe_owed()[0],
         }
