@@ -139,8 +139,9 @@ class Index:
             return {"first_use": "the index is empty and another process is building it; ask again shortly"}
         except Exception as e:  # noqa: BLE001 - the answer must still come: an empty index, and why
             # Hostile logs are counted inside the pass; this is anything else,
-            # and the caller (an agent's tool call) gets an envelope, not a trace.
-            return {"first_use": f"the index is empty and building it failed ({type(e).__name__}: {e}); "
+            # and the caller (an agent's tool call) gets an envelope, not a
+            # trace. Only the exception's type: its message may quote a log.
+            return {"first_use": f"the index is empty and building it failed ({type(e).__name__}); "
                                  "run `recall index` to see why"}
         finally:
             timer.cancel()
