@@ -4,6 +4,16 @@ from __future__ import annotations
 
 import orjson
 
+from ..text.redact import is_secret_key
+
+
+def _keyed(key: str, value: str) -> str:
+    """A string under a secret-naming key (`password`, `api_key`, `auth`...),
+    written as `"key": "value"` so that the redactor takes the value whatever
+    its shape (its own quotes become `'`, its line breaks spaces)."""
+    v = value.replace('"', "'").replace("\n", " ").replace("\r", " ")
+    return f'"{key}": "{v}"'
+
 
 def _leaves(value, out: list[str]) -> None:
     """The string and number leaves of a decoded JSON value, in document order.
@@ -16,7 +26,8 @@ def _leaves(value, out: list[str]) -> None:
             if value:
                 out.append(value)
         elif isinstance(value, dict):
-            stack.extend(reversed(value.values()))
+            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and is_secret_key(k) else v
+                                   for k, v in value.items()]))
         elif isinstance(value, list):
             stack.extend(reversed(value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -564,12 +564,18 @@ class Syncer:
                     items = orjson.loads(atts)
                     for a in items:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
+                        a["id"], _ = self.redactor.redact_id(a["id"])
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
                 body, nfkc = fts_body(text, names)
                 self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ? WHERE id = ?",
                                   (text, atts, int(nfkc), rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+            # Titles too: a session whose file is gone keeps the title it had.
+            for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
+                new, n = self.redactor.redact(title, keep_placeholders=True)
+                if n:
+                    self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
         self.writer.forget()

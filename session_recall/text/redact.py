@@ -54,6 +54,7 @@ _PLACEHOLDER_VALUE = re.compile(
     | [x*•.…_#-]{3,512} | \*+[A-Za-z]{0,8}\*+
     | (?:your|example|sample|dummy|fake|placeholder|insert|enter|replace)[-_ .]?[a-z0-9_ .-]{0,40}
     | (?:my|the|some|an?|test|put)[-_ .][a-z_ .-]{0,40}
+    | .{0,64}(?:redacted|placeholder|\.\.\.|…).{0,64}                # REDACTED_API_KEY, sk-...
     | changeme | change[-_]?me | none | null | nil | true | false | yes | no | on | off | undefined
     | enabled | disabled | required | optional | string | str | int | integer | bool | boolean | number
     | secret | secrets | password | passwd | token | tokens | key | redacted | hidden | empty | env | default
@@ -114,11 +115,12 @@ def _kind(name: str, pattern: str, triggers: tuple[str, ...], *, flags: int = 0,
 
 
 def _prefixed(name: str, prefixes: tuple[str, ...], body: str, examples, *, before: str = r"(?<![A-Za-z0-9])",
-              chars: str = "A-Za-z0-9_-", flags: int = 0) -> None:
-    """A provider token: a literal head, then a body."""
+              chars: str = "A-Za-z0-9_-", flags: int = 0, also: tuple[str, ...] = ()) -> None:
+    """A provider token: a literal head, then a body. (`also`: longer heads,
+    refused as queries on their own.)"""
     alt = "|".join(re.escape(p) for p in prefixes)
     _kind(name, f"{before}(?:{alt}){body}", tuple(sorted({p.lower() for p in prefixes})), flags=flags,
-          prefixes=prefixes, body=chars, examples=examples)
+          prefixes=prefixes + also, body=chars, examples=examples)
 
 
 _END_KEY = r"-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
@@ -168,7 +170,7 @@ _prefixed("anthropic_key", ("sk-ant-",), r"[A-Za-z0-9_\-]{8,256}",
 _prefixed("stripe_key", ("sk_live_", "rk_live_", "sk_test_", "rk_test_", "whsec_"), r"[A-Za-z0-9]{8,256}",
           (("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),), chars="A-Za-z0-9")
 _prefixed("openai_key", ("sk-",), r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,256}",
-          (("sk-proj-Q7mW2xN9bV4cK8jH3gF6", "Q7mW2xN9bV4cK8jH3gF6"),))
+          (("sk-proj-Q7mW2xN9bV4cK8jH3gF6", "Q7mW2xN9bV4cK8jH3gF6"),), also=("sk-proj-", "sk-svcacct-", "sk-admin-"))
 _prefixed("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), r"[A-Za-z0-9_]{20,255}",
           (("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),), chars="A-Za-z0-9_")
 _prefixed("gitlab_token", ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-"), r"[A-Za-z0-9_\-]{20,128}",
@@ -187,7 +189,7 @@ _kind("jwt", r"eyJ[A-Za-z0-9_\-]{4,8192}\.eyJ[A-Za-z0-9_\-]{4,8192}\.[A-Za-z0-9_
       prefixes=("eyJ",), examples=(("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZGEifQ.Xk3vQ9wLm2Rt8yP4sN7b", "Xk3vQ9wLm2Rt8yP4sN7b"),))
 _kind("telegram_bot", r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_\-]{32,33}(?![A-Za-z0-9_\-])", (":aa",),
       mode="window", back=11, ahead=40,
-      examples=(("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1 ok", "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"),))
+      examples=(("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1 ok", "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"),))
 _prefixed("shopify_token", ("shpat_", "shpss_", "shpca_", "shppa_"), r"[a-fA-F0-9]{32}",
           (("shpat_0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),), chars="a-fA-F0-9")
 _prefixed("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), r"[a-f0-9]{64}",
@@ -248,13 +250,22 @@ _SECRET_KEYS = (r"secret|token|credentials?|(?<![a-z])auth|(?<![a-z])sas|key[_-]
 _Q = r"(?:\\{0,3}[\"'])?"  # the key's closing quote, maybe escaped
 _SEP_VALUE = (
     # "key": "value" / key = "value" / key: 'value'
-    rf"{_Q}[ \t]{{0,3}}(?:=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,512}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
+    rf"{_Q}[ \t]{{0,3}}(?:=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
     # key=value (env, query strings, connection strings)
     rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\]{{1,512}})(?![(\[])"
     # key: value (YAML, headers): one word that ends its line
     rf"|(?<=[:\s])(?P<s4>[^\s\"'`,;&<>(){{}}\[\]\\#]{{1,512}})(?=[ \t]{{0,8}}(?:\r?\n|\Z|#|[\"'\\,;}}\]])))"
 )
 _FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"'`;&|<>]{0,511}))"
+
+
+_SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.I | _F)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a JSON key names a secret (`password`, `DB_PASSWORD`, `apiKey`,
+    `client_secret`, `auth`, ...): its string value is redacted whatever its shape."""
+    return _SECRET_KEY.search(key) is not None
 
 
 def _keep_password(v: str) -> bool:
@@ -287,10 +298,12 @@ _kind("keyed_high_entropy",
       r"(?P<s>(?=[A-Za-z0-9+/=_.\-]{0,512}[0-9])(?=[A-Za-z0-9+/=_.\-]{0,512}[A-Za-z])[A-Za-z0-9+/=_.\-]{16,512})",
       ("key",), flags=re.I | _F, keep=lambda v: is_placeholder(v) or _entropy(v) < 3.3,
       examples=(("STRIPE_KEY=Zk3Lm9Qp2Xr7Tv5Wn8Ys", "Zk3Lm9Qp2Xr7Tv5Wn8Ys"),))
-_kind("password_flag", rf"--(?:[a-z0-9]{{1,30}}-){{0,3}}(?:password|passwd|pass|pwd|token|secret|api-key|apikey|auth-token)"
-      rf"{_FLAG_VALUE}", ("--",), mode="anchor", flags=re.I | _F, keep=_keep_password,
+# --password value, --db-password value, --api-key value (anchored at the key word, after a dash)
+_kind("password_flag", rf"(?<=-)(?:password|passwd|pass|pwd|token|secret|key){_FLAG_VALUE}",
+      ("pass", "pwd", "token", "secret", "key"), flags=re.I | _F, keep=_keep_password,
       examples=(("docker login --password Dk9pW2xQ7z registry.example", "Dk9pW2xQ7z"),
-                ("vault login --token s.AbCdEf1234567890", "s.AbCdEf1234567890")))
+                ("vault login --token s.AbCdEf1234567890", "s.AbCdEf1234567890"),
+                ("tool --api-key 'Ak9 Zq8 Xw7' run", "Ak9 Zq8 Xw7")))
 _kind("password_short_flag",
       r"(?:(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]{0,200}?[ \t]-p(?P<s>[^\s\"'-][^\s\"'`;&|<>]{0,127})"
       r"|(?:sshpass|docker[ \t]{1,3}login)\b[^\n|;&]{0,200}?[ \t]-p[ \t]{1,3}(?:'(?P<s2>[^'\n]{1,128})'|\"(?P<s3>[^\"\n]{1,128})\"|(?P<s4>[^\s\"'-][^\s\"'`;&|<>]{0,127})))",
@@ -302,8 +315,8 @@ _kind("netrc_password", r"login[ \t]{1,5}\S{1,256}[ \t\r\n]{1,5}password[ \t]{1,
       examples=(("machine api.example.org login ada password N3tRcPass99", "N3tRcPass99"),))
 _kind("curl_user", r"(?<![A-Za-z0-9-])(?:-u|--user)[ \t]{1,3}[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{1,128})",
       ("-u", "--user"), keep=_keep_password, examples=(("curl -u ada:Cu7lPass99 https://x.example", "Cu7lPass99"),))
-_kind("email", r"[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])",
-      ("@",), mode="window", back=66, ahead=300, keep=lambda v: v.startswith("git@"),
+_kind("email", r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])",
+      ("@",), mode="window", back=65, ahead=270, keep=lambda v: v.startswith("git@"),
       examples=(("ada.lovelace@example.com", "ada.lovelace@example"),))
 
 KINDS = tuple(dict.fromkeys(k.name for k in TABLE))
@@ -351,10 +364,8 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
     found: list[tuple[int, int, int]] = []
     for i, hits in active.items():
         kind = TABLE[i]
-        if kind.mode == "whole":  # (a pattern that starts with a literal; the text's start counts as one)
-            matches = kind.pattern.finditer(text if text[:1] == "\n" else "\n" + text)
-            if text[:1] != "\n":
-                matches = _shifted(matches)
+        if kind.mode == "whole":  # a pattern that starts with "\n"; the text's start counts as one
+            matches = _whole(kind.pattern, text)
         elif kind.mode == "anchor":
             matches = _anchored(kind.pattern, text, sorted(set(hits)))
         else:
@@ -381,8 +392,19 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
     return [tuple(m) for m in merged]
 
 
+def _whole(pattern: re.Pattern[str], text: str):
+    """finditer of a pattern that starts with a newline, as if the text began with one."""
+    pos = 0
+    if not text.startswith("\n"):
+        m = pattern.match("\n" + text[:16384])
+        if m:
+            yield _Shifted(m)
+            pos = m.end() - 1
+    yield from pattern.finditer(text, pos)
+
+
 class _Shifted:
-    """A match in "\n" + text, seen as a match in text."""
+    """A match in "\n" + text[:n], seen as a match in text."""
 
     __slots__ = ("m",)
 
@@ -395,11 +417,6 @@ class _Shifted:
 
     def start(self, g: int | str = 0) -> int:
         return self.span(g)[0]
-
-
-def _shifted(matches):
-    for m in matches:
-        yield _Shifted(m)
 
 
 def _anchored(pattern: re.Pattern[str], text: str, hits: list[int]):
@@ -446,6 +463,14 @@ class Redactor:
     def _placeholder(self, kind: str, secret: str) -> str:
         digest = hmac.new(self.key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:8]
         return f"{PLACEHOLDER_OPEN}{kind}:{digest}{PLACEHOLDER_CLOSE}"
+
+    def redact_id(self, value: str) -> tuple[str, int]:
+        """An opaque id (an attachment's) that holds a secret becomes
+        `redacted-` and its keyed hash, still a valid id."""
+        text, n = self.redact(value)
+        if not n:
+            return value, 0
+        return "redacted-" + hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16], n
 
     def _redact_span(self, text: str) -> tuple[str, int]:
         spans = _spans(text)
@@ -554,13 +579,13 @@ def scrub(text: str) -> str:
 
 _PREFIXES = [(p.lower(), re.compile(f"[{k.body}]*", _F), k.name) for k in TABLE for p in k.prefixes]
 _WORD = re.compile(r"[^\s\"]+")
-PREFIX_MIN = 8  # a query word this long that begins a distinctive secret shape is refused
+PREFIX_MIN = 7  # a query word this long that begins a distinctive secret shape is refused
 
 
 def secret_prefix(word: str) -> str | None:
     """The kind whose secrets `word` could be the head of, or None.
 
-    A word of at least PREFIX_MIN characters is refused when it is a head of
+    A word of at least PREFIX_MIN characters (7) is refused when it is a head of
     a distinctive prefix (`github_p`) or a prefix followed only by the kind's
     body characters (`AKIA1234`, `ghp_abcd`, `xoxb-12`); for a prefix of
     fewer than 4 characters (`sk-`), the body must hold a digit. Matching is
