@@ -150,7 +150,8 @@ VALUE = st.text(alphabet="abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ234567
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(VALUE, st.sampled_from(KEYED_SYNTAXES))
 def test_a_value_under_a_secret_key_is_redacted_whatever_its_shape(value, syntax):
-    assume(any(c.isdigit() for c in value) and not R.is_placeholder(value))
+    # (`KEY==x` is a comparison, not an assignment)
+    assume(any(c.isdigit() for c in value) and not R.is_placeholder(value) and not value.startswith("="))
     doc = syntax.format(value)
     out, n = R.Redactor(KEY).redact(doc)
     assert value not in out and n >= 1, (doc, out)

@@ -32,7 +32,7 @@ import pytest
 
 from session_recall import Index
 from session_recall.config import Settings
-from session_recall.text.redact import KINDS, find_secret
+from session_recall.text.redact import KINDS, TABLE, find_secret
 
 SPLITS = int(os.environ.get("RECALL_SECRET_SPLITS", "3"))
 WINDOW = 8  # a piece of a secret this long found anywhere is a leak
@@ -74,12 +74,18 @@ SAMPLES: list[tuple[str, str, str]] = [
     _sample("url_password", "https://deploy:{}@git.example.org/repo.git", _body(14)),
     _sample("url_password", "postgres://admin:{}@db.internal:5432/shop", _body(16)),
     _sample("password", "password={}", _body(14)),
-    _sample("password", "api_key={}", _body(20)),
+    _sample("secret_value", "api_key={}", _body(20)),
     _sample("password", "PASSWD={}", _body(12)),
-    _sample("password", "token={}&next=1", _body(18)),
+    _sample("secret_value", "token={}&next=1", _body(18)),
     _sample("email", "{}@example.com", "zeb." + _body(10, string.ascii_lowercase)),
     _sample("email", "ops+{}@mail.example.co.uk", _body(12, string.ascii_lowercase)),
 ]
+
+# The kinds added with redactor version 2, from the redactor's table (each
+# kind's first example; the table's own tests plant every example in every
+# syntax).
+_HAVE = {k for k, _, _ in SAMPLES}
+SAMPLES += [(k.name, *k.examples[0]) for k in TABLE if k.examples and k.name not in _HAVE and not _HAVE.add(k.name)]
 
 
 def pieces(body: str) -> set[str]:

@@ -58,7 +58,7 @@ _PLACEHOLDER_VALUE = re.compile(
     | changeme | change[-_]?me | none | null | nil | true | false | yes | no | on | off | undefined
     | enabled | disabled | required | optional | string | str | int | integer | bool | boolean | number
     | secret | secrets | password | passwd | token | tokens | key | redacted | hidden | empty | env | default
-    | [A-Za-z_][A-Za-z0-9_]{1,64}(?:\.[A-Za-z_][A-Za-z0-9_]{0,64}){1,8}   # self.password, os.environ
+    | [A-Za-z_]{2,64}(?:\.[A-Za-z_]{1,64}){1,8}                          # self.password, os.environ
     | (?:os\.environ|process\.env|getenv|env)\b.{0,128}
     | [~.]{0,2}/[\w./@-]{0,512}                                     # a path
     """
@@ -136,10 +136,10 @@ _kind("private_key",
                  "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM"),))
 # The tail of a key whose header came elsewhere (another line, another delta).
 _kind("private_key_tail",
-      rf"(?m)^(?:[ \t]{{0,8}}[{_B64}=]{{16,80}}\r?\n){{1,400}}[ \t]{{0,8}}{_END_KEY}",
+      rf"(?<![{_B64}=])[{_B64}=]{{4,80}}\r?\n(?:[ \t]{{0,8}}[{_B64}=]{{4,80}}\r?\n){{0,400}}[ \t]{{0,8}}{_END_KEY}",
       ("-----end",), mode="window", back=400 * 90, ahead=80,
-      examples=(("Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6QUJD\nQkNERUZHSElKS0xNTk9Q\n"
-                 "-----END OPENSSH PRIVATE KEY-----", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdo"),))
+      examples=(("aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1UxeVQwaVYzbk03YlE5d0UyckE4\nWjVjWDF2QjduTTNrTDZq\n"
+                 "-----END OPENSSH PRIVATE KEY-----", "aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1Ux"),))
 # A key's body alone (a middle delta): full base64 lines of 60-76 characters,
 # then at least one more line. Certificates and MIME-wrapped data look the
 # same and go too, which costs nothing of value.
@@ -191,27 +191,27 @@ _kind("telegram_bot", r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_\-]{32,33}(?![A-Za-z0
       mode="window", back=11, ahead=40,
       examples=(("bot 123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1 ok", "HdqTcvCH1vGWJxfSeofSAs0K5PALDsaw1"),))
 _prefixed("shopify_token", ("shpat_", "shpss_", "shpca_", "shppa_"), r"[a-fA-F0-9]{32}",
-          (("shpat_0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),), chars="a-fA-F0-9")
+          (("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", "a4c123b1612dd272d1371c17149d4395"),), chars="a-fA-F0-9")
 _prefixed("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), r"[a-f0-9]{64}",
-          (("dop_v1_" + "0f" * 32, "0f" * 32),), chars="a-f0-9")
+          (("dop_v1_36b3216fdaeeb975729fae923d5a4fd12aabfe228f219e9cb0eb53f16947ccf2", "36b3216fdaeeb975729fae923d5a4fd12aabfe228f219e9cb0eb53f16947ccf2"),), chars="a-f0-9")
 _prefixed("databricks_token", ("dapi",), r"[a-f0-9]{32}(?:-[0-9])?",
-          (("dapi0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),), chars="a-f0-9")
+          (("dapi5ec84d8dbc74254770f58904dba41ecc", "5ec84d8dbc74254770f58904dba41ecc"),), chars="a-f0-9")
 _prefixed("vault_token", ("hvs.", "hvb.", "hvr."), r"[A-Za-z0-9_\-]{24,256}",
           (("hvs.CAESIJ4kGx1n2b3v4c5x6z7l8k9j0h", "CAESIJ4kGx1n2b3v4c5x6z7l8k9j0h"),))
 _prefixed("google_api_key", ("AIza",), r"[0-9A-Za-z_\-]{35}",
           (("AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),))
 _prefixed("google_oauth", ("GOCSPX-", "ya29."), r"[0-9A-Za-z_\-]{20,2048}",
           (("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", "1a2B3c4D5e6F7g8H9i0J1k2L3m4N"),))
-_prefixed("npm_token", ("npm_",), r"[A-Za-z0-9]{36}", (("npm_" + "a1B2c3D4e5" * 3 + "F6g7H8", "a1B2c3D4e5a1B2c3D4e5"),),
+_prefixed("npm_token", ("npm_",), r"[A-Za-z0-9]{36}", (("npm_X6KWxOiixgVoOnzyw2MzP0ZvzOMhfWuBByRe", "X6KWxOiixgVoOnzyw2MzP0ZvzOMhfWuBByRe"),),
           chars="A-Za-z0-9")
 _prefixed("pypi_token", ("pypi-AgEIcHlwaS5vcmc",), r"[A-Za-z0-9_\-]{32,512}",
           (("pypi-AgEIcHlwaS5vcmcCJDk2ZTg4YjQxLTk1ZDktNDBhYy1hNzQ3", "CJDk2ZTg4YjQxLTk1ZDktNDBhYy1hNzQ3"),))
 _prefixed("huggingface_token", ("hf_",), r"[A-Za-z0-9]{30,40}(?![A-Za-z0-9_])",
-          (("hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),), chars="A-Za-z0-9")
+          (("hf_eeTFJGvVvQe1sKhBN88hXJsi6BwhTp3Fs2Qh", "eeTFJGvVvQe1sKhBN88hXJsi6BwhTp3Fs2Qh"),), chars="A-Za-z0-9")
 _prefixed("sendgrid_key", ("SG.",), r"[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}",
           (("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", "TwL2iGABf9DHoTf-09kqeF8tAmbihYzr"),))
 _prefixed("mailgun_key", ("key-",), r"[0-9a-f]{32}(?![0-9a-zA-Z])",
-          (("key-0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),), chars="0-9a-f")
+          (("key-cc3fc1626e53a13043b026c48bbf33fe", "cc3fc1626e53a13043b026c48bbf33fe"),), chars="0-9a-f")
 _prefixed("age_key", ("AGE-SECRET-KEY-1",), r"[0-9A-Z]{58}",
           (("AGE-SECRET-KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" + "QPZRY9X8GF2TVDW0S3JN54KHCE",
             "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),), chars="0-9A-Z")
@@ -221,8 +221,8 @@ _prefixed("ai_api_key", ("gsk_", "r8_", "pplx-", "xai-", "lin_api_", "dckr_pat_"
            ("dckr_pat_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1", "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1")))
 _kind("azure_storage", r"(?:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{20,128}={0,2})",
       ("accountkey=", "sharedaccesskey="), flags=re.I | _F,
-      examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Zm9vYmFyQmF6UXV4MTIzNDU2Nzg5MA==;",
-                 "Zm9vYmFyQmF6UXV4MTIzNDU2Nzg5MA=="),))
+      examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Qk9xR2c1WlpHa3ZxN3BOdzhLc0E=;",
+                 "Qk9xR2c1WlpHa3ZxN3BOdzhLc0E="),))
 _kind("azure_sas", r"(?<=[?&;])sig=(?P<s>[A-Za-z0-9%+/=]{16,256})", ("sig=",),
       examples=(("https://shop.blob.core.windows.net/c?sv=2022-11-02&sig=AbC123dEf456GhI789%2BjKl%3D",
                  "AbC123dEf456GhI789%2BjKl"),))
@@ -327,6 +327,43 @@ for _i, _k in enumerate(TABLE):
         _TRIGGERS.setdefault(_t, []).append(_i)
 
 
+# The prefilter. Each trigger is found by its rarest character (an anchor):
+# one regex per anchor character, which the regex engine finds with a fast
+# literal search, then the trigger's text around it is checked with
+# lookarounds (in C). Measured on the bench corpus: 3-4x faster than one
+# `in` test per trigger, and it yields every hit's position at once.
+_RARE = "\n@=:/._-0123456789qjzxkvbwyfgpmhucdlrsnioate"
+
+
+def _anchor_of(trigger: str) -> int:
+    return min(range(len(trigger)), key=lambda j: _RARE.find(trigger[j]) % 100)
+
+
+_ANCHORS: list[tuple[re.Pattern[str], list[tuple[str, int]]]] = []  # (regex, [(trigger, anchor index)])
+_by_char: dict[str, list[tuple[str, int]]] = {}
+for _t in _TRIGGERS:
+    if _t != "\n":  # (a newline is everywhere: its kind scans the whole text)
+        _j = _anchor_of(_t)
+        _by_char.setdefault(_t[_j], []).append((_t, _j))
+for _c, _ts in _by_char.items():
+    _alts = "|".join(f"(?<={re.escape(t[: j + 1])})(?={re.escape(t[j + 1 :])})" for t, j in _ts)
+    _ANCHORS.append((re.compile(f"{re.escape(_c)}(?:{_alts})"), _ts))
+
+
+def _trigger_hits(low: str) -> dict[str, list[int]]:
+    """Every trigger present in `low`, with the positions it starts at."""
+    out: dict[str, list[int]] = {}
+    for rx, ts in _ANCHORS:
+        for m in rx.finditer(low):
+            a = m.start()
+            for t, j in ts:  # every trigger around this anchor (`sk-` and `sk-ant-` alike)
+                if a >= j and low.startswith(t, a - j):
+                    out.setdefault(t, []).append(a - j)
+    if "\n" in low:
+        out["\n"] = []
+    return out
+
+
 def _lower(text: str) -> str:
     """ASCII case folded, positions kept (str.lower may change a length)."""
     low = text.lower()
@@ -349,16 +386,9 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
     if low is None:
         low = _lower(text)
     active: dict[int, list[int]] = {}
-    for trig, kinds in _TRIGGERS.items():
-        if trig in low:
-            hits = None
-            for i in kinds:
-                if TABLE[i].mode == "whole":
-                    active.setdefault(i, [])
-                else:
-                    if hits is None:
-                        hits = _hits(low, trig)
-                    active.setdefault(i, []).extend(hits)
+    for trig, hits in _trigger_hits(low).items():
+        for i in _TRIGGERS[trig]:
+            active.setdefault(i, []).extend(hits)
     if not active:
         return []
     found: list[tuple[int, int, int]] = []
@@ -533,7 +563,8 @@ class Redactor:
             fragment = _after_continuation(stored, fragment)
         text, n = self.redact(stored + fragment, keep_placeholders=True)
         tail = _LAST_WORD.search(text)
-        if tail and has_trigger(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
+        if tail and (has_trigger(tail.group()) or _LONG_TAIL.search(tail.group())) \
+                and not tail.group().endswith(PLACEHOLDER_CLOSE):
             return text[: tail.start()] + PENDING, n, tail.group()
         return text, n, None
 
@@ -545,6 +576,8 @@ PENDING = f"{PLACEHOLDER_OPEN}pending:00000000{PLACEHOLDER_CLOSE}"
 _LAST_WORD = re.compile(
     r"(?:(?i:bearer|basic|token)[ \t]{1,5}|(?i:[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key|auth\w{0,8}"
     r"|credentials?)[\"'\\]{0,4}[ \t]{0,3}[:=][ \t]{0,3}[\"'\\]{0,4})|-p[ \t]{0,3})?\S{1,4096}\Z")
+# (or a long base64-like run: the head of a key's body whose header came elsewhere)
+_LONG_TAIL = re.compile(rf"[{_B64}=]{{16,}}\Z")
 _FIRST_WORD = re.compile(r"\A\s{0,64}\S{0,4096}")
 _KEY_END = re.compile(_END_KEY)
 _BODY_LINES = re.compile(rf"\A(?:[{_B64}=]{{0,80}}\r?\n){{0,400}}(?:[ \t]{{0,8}}{_END_KEY}|[{_B64}=]{{0,80}}\Z)?")
