@@ -32,7 +32,7 @@ def test_every_kind_has_examples_and_a_trigger_in_each_match():
     for kind in R.TABLE:
         assert kind.triggers and all(t == t.lower() for t in kind.triggers), kind.name
         for text, secret in kind.examples:
-            matches = [m.group() for m in kind.pattern.finditer(text if kind.mode != "whole" else "\n" + text)]
+            matches = [m.group() for m in kind.pattern.finditer(text)]
             assert matches, (kind.name, text)
             for m in matches:
                 assert any(t in m.lower() for t in kind.triggers), (kind.name, m)
@@ -53,14 +53,15 @@ def _reference_spans(text: str):
     """Every kind's pattern over the whole text, no prefilter, merged as _spans merges."""
     found = []
     for i, kind in enumerate(R.TABLE):
-        for m in kind.pattern.finditer("\n" + text if kind.mode == "whole" else text):
+        for m in kind.pattern.finditer(text):
             s, e = m.span()
             for g in R._GROUPS:
                 if g in kind.pattern.groupindex and m.start(g) != -1:
                     s, e = m.span(g)
                     break
-            if kind.mode == "whole":
-                s, e = s - 1, e - 1
+            if kind.run_before is not None:
+                r = kind.run_before.search(text, max(0, m.start() - 80), m.start())
+                s = r.start() if r else s
             if e > s and not (kind.keep and kind.keep(text[s:e])):
                 found.append((s, e, i))
     found.sort()

@@ -540,7 +540,19 @@ class Syncer:
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text."""
+        are re-redacted and re-tokenized from their stored text.
+
+        A redactor change means the old rows may hold secrets the new one
+        knows: while it rebuilds, freed pages and cells are zeroed
+        (secure_delete), so none of their bytes stay in the file."""
+        was = self.conn.execute("PRAGMA secure_delete").fetchone()[0]
+        self.conn.execute("PRAGMA secure_delete = ON")
+        try:
+            self._rebuild()
+        finally:
+            self.conn.execute(f"PRAGMA secure_delete = {int(was)}")
+
+    def _rebuild(self) -> None:
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -578,5 +590,6 @@ class Syncer:
                     self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+            self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
         self.writer.forget()
         self.report.rebuilt = True

@@ -105,6 +105,7 @@ class Kind:
     prefixes: tuple[str, ...] = ()
     body: str = "A-Za-z0-9_-"
     examples: tuple[tuple[str, str], ...] = field(default=())
+    run_before: re.Pattern[str] | None = None  # the span also takes the run this finds just before it
 
 
 TABLE: list[Kind] = []
@@ -144,8 +145,12 @@ _kind("private_key_tail",
 # then at least one more line. Certificates and MIME-wrapped data look the
 # same and go too, which costs nothing of value.
 _PEM_LINE = rf"[{_B64}]{{60,76}}\r?\n"
-_PEM_BODY = rf"(?P<s>{_PEM_LINE}(?:[ \t]{{0,8}}{_PEM_LINE}){{0,400}}[ \t]{{0,8}}[{_B64}]{{16,76}}={{0,2}})(?![{_B64}=])"
-_kind("private_key_body", rf"\n[ \t]{{0,8}}{_PEM_BODY}", ("\n",), mode="whole",
+# (found from the newline that ends its first line, a literal the regex engine
+# finds fast; the first line, which may follow other text on its line, is
+# added by `run_before`)
+_kind("private_key_body",
+      rf"\n(?<=[{_B64}]{{60}}\n)(?P<s>(?:[ \t]{{0,8}}{_PEM_LINE}){{0,400}}[ \t]{{0,8}}[{_B64}]{{16,76}}={{0,2}})(?![{_B64}=])",
+      ("\n",), mode="whole", run_before=re.compile(rf"[{_B64}]{{1,76}}\Z"),
       examples=(("begin\n" + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
                  "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\nNMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa\n",
                  "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"),))
@@ -394,8 +399,8 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
     found: list[tuple[int, int, int]] = []
     for i, hits in active.items():
         kind = TABLE[i]
-        if kind.mode == "whole":  # a pattern that starts with "\n"; the text's start counts as one
-            matches = _whole(kind.pattern, text)
+        if kind.mode == "whole":  # a pattern that starts with a literal the regex engine finds fast
+            matches = kind.pattern.finditer(text)
         elif kind.mode == "anchor":
             matches = _anchored(kind.pattern, text, sorted(set(hits)))
         else:
@@ -406,6 +411,9 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
                 if g in kind.pattern.groupindex and m.start(g) != -1:
                     s, e = m.span(g)
                     break
+            if kind.run_before is not None:
+                r = kind.run_before.search(text, max(0, m.start() - 80), m.start())
+                s = r.start() if r else s
             if e > s and not (kind.keep and kind.keep(text[s:e])):
                 found.append((s, e, i))
     if not found:
@@ -420,33 +428,6 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
         else:
             merged.append([s, e, i])
     return [tuple(m) for m in merged]
-
-
-def _whole(pattern: re.Pattern[str], text: str):
-    """finditer of a pattern that starts with a newline, as if the text began with one."""
-    pos = 0
-    if not text.startswith("\n"):
-        m = pattern.match("\n" + text[:16384])
-        if m:
-            yield _Shifted(m)
-            pos = m.end() - 1
-    yield from pattern.finditer(text, pos)
-
-
-class _Shifted:
-    """A match in "\n" + text[:n], seen as a match in text."""
-
-    __slots__ = ("m",)
-
-    def __init__(self, m: re.Match[str]):
-        self.m = m
-
-    def span(self, g: int | str = 0) -> tuple[int, int]:
-        s, e = self.m.span(g)
-        return (s - 1, e - 1) if s != -1 else (-1, -1)
-
-    def start(self, g: int | str = 0) -> int:
-        return self.span(g)[0]
 
 
 def _anchored(pattern: re.Pattern[str], text: str, hits: list[int]):
