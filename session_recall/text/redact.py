@@ -543,10 +543,12 @@ class Redactor:
         elif stored.endswith(PLACEHOLDER_CLOSE):
             fragment = _after_continuation(stored, fragment)
         text, n = self.redact(stored + fragment, keep_placeholders=True)
-        tail = _LAST_WORD.search(text)
-        if tail and (has_trigger(tail.group()) or _LONG_TAIL.search(tail.group())) \
-                and not tail.group().endswith(PLACEHOLDER_CLOSE):
+        tail = _LAST_WORD.search(text, max(0, len(text) - 8192))
+        if tail and has_trigger(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
             return text[: tail.start()] + PENDING, n, tail.group()
+        run = _LONG_TAIL.search(text, max(0, len(text) - 8192))
+        if run:
+            return text[: run.start()] + PENDING, n, run.group()
         return text, n, None
 
 
@@ -558,7 +560,11 @@ _LAST_WORD = re.compile(
     r"(?:(?i:bearer|basic|token)[ \t]{1,5}|(?i:[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key|auth\w{0,8}"
     r"|credentials?)[\"'\\]{0,4}[ \t]{0,3}[:=][ \t]{0,3}[\"'\\]{0,4})|-p[ \t]{0,3})?\S{1,4096}\Z")
 # (or a long base64-like run: the head of a key's body whose header came elsewhere)
-_LONG_TAIL = re.compile(rf"[{_B64}=]{{16,}}\Z")
+# (8 or more base64 characters, with the start of the next line or two,
+# unless a plain word: `deploy`, `Deploy`, `HTTP`, `2026`)
+_LONG_TAIL = re.compile(
+    rf"(?<![{_B64}=])(?!(?:[A-Z]?[a-z]{{1,4096}}|[A-Z]{{1,4096}}|[0-9]{{1,4096}})\r?\n?\Z)[{_B64}=]{{8,4096}}"
+    rf"(?:\r?\n[ \t]{{0,8}}[{_B64}=]{{1,76}}){{0,2}}\r?\n?\Z")
 _FIRST_WORD = re.compile(r"\A\s{0,64}\S{0,4096}")
 _KEY_END = re.compile(_END_KEY)
 _BODY_LINES = re.compile(rf"\A(?:[{_B64}=]{{0,80}}\r?\n){{0,400}}(?:[ \t]{{0,8}}{_END_KEY}|[{_B64}=]{{0,80}}\Z)?")
