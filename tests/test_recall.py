@@ -1026,7 +1026,7 @@ def test_no_planted_secret_appears_in_any_output(tmp_path, proj, corpus, run_rec
     other.mkdir()
     for n, (kind, (sample, _)) in enumerate(SECRETS.items()):
         cwd = proj if n % 2 else other
-        s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n + 1:02d}T08:00:00Z")
+        s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n % 28 + 1:02d}T{8 + n // 28:02d}:00:00Z")
         s.say("u1", f"deploy with {sample} please")
         s.say("c1", json.dumps({"command": f"curl -H '{sample}' https://api.example.com/deploy"}),
               role="tool_call", tool_name="Bash")

@@ -115,7 +115,12 @@ def _kind(name: str, pattern: str, triggers: tuple[str, ...], *, flags: int = 0,
     TABLE.append(Kind(name, re.compile(pattern, flags), triggers, **kw))
 
 
-def _prefixed(name: str, prefixes: tuple[str, ...], body: str, examples, *, before: str = r"(?<![A-Za-z0-9])",
+# Not inside a longer word; a JSON escape (`\n`, `\t`) before it counts as a break.
+_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
+_WORD_START = r"(?:(?<![a-z])|(?<=\\[nrt]))"
+
+
+def _prefixed(name: str, prefixes: tuple[str, ...], body: str, examples, *, before: str = _START,
               chars: str = "A-Za-z0-9_-", flags: int = 0, also: tuple[str, ...] = ()) -> None:
     """A provider token: a literal head, then a body. (`also`: longer heads,
     refused as queries on their own.)"""
@@ -181,7 +186,7 @@ _prefixed("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"
 _prefixed("gitlab_token", ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-"), r"[A-Za-z0-9_\-]{20,128}",
           (("glpat-Xy9wVb8uTs7rQp6oNm5l", "Xy9wVb8uTs7rQp6oNm5l"),))
 _prefixed("aws_key", ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"), r"[A-Z0-9]{16,17}(?![A-Za-z0-9])",
-          (("AKIAQ3EGUI2PXQ7RJ4MN", "Q3EGUI2PXQ7RJ4MN"),), before=r"(?<![A-Za-z0-9])", chars="A-Z0-9")
+          (("AKIAQ3EGUI2PXQ7RJ4MN", "Q3EGUI2PXQ7RJ4MN"),), chars="A-Z0-9")
 _prefixed("slack_token", ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxc-", "xoxd-", "xoxe-", "xoxe.",
                           "xapp-"), r"[A-Za-z0-9%\-._~]{8,512}",
           (("xoxb-2048-17761-Rq9fVxT2", "2048-17761-Rq9fVxT2"),
@@ -246,11 +251,11 @@ _kind("url_password",
 # Keyed values. A key ends with one of these words (a prefix is allowed:
 # DB_PASSWORD, clientSecret, x-api-key); then `=`, `:`, a JSON `": "` (also
 # JSON-escaped inside a JSON string), or a command-line flag's space.
-_PASSWORD_KEYS = r"password|passwd|passphrase|(?<![a-z])pass|(?<![a-z])pwd"
+_PASSWORD_KEYS = rf"password|passwd|passphrase|{_WORD_START}pass|{_WORD_START}pwd"
 # (written to start at a trigger: the words before `key` are lookbehinds)
 _KEY_HEADS = ("api", "access", "secret", "private", "signing", "encryption", "master", "session", "account", "x-api",
               "client", "license", "auth")
-_SECRET_KEYS = (r"secret|token|credentials?|(?<![a-z])auth|(?<![a-z])sas|key[_-]?data|(?:"
+_SECRET_KEYS = (rf"secret|token|credentials?|{_WORD_START}auth|{_WORD_START}sas|key[_-]?data|(?:"
                 + "|".join(f"(?<={h})|(?<={h}[_-])" for h in _KEY_HEADS) + ")key")
 _Q = r"(?:\\{0,3}[\"'])?"  # the key's closing quote, maybe escaped
 _SEP_VALUE = (
