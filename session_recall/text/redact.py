@@ -255,7 +255,7 @@ _PASSWORD_KEYS = rf"password|passwd|passphrase|{_WORD_START}pass|{_WORD_START}pw
 # (written to start at a trigger: the words before `key` are lookbehinds)
 _KEY_HEADS = ("api", "access", "secret", "private", "signing", "encryption", "master", "session", "account", "x-api",
               "client", "license", "auth")
-_SECRET_KEYS = (rf"secret|token|credentials?|{_WORD_START}auth|{_WORD_START}sas|key[_-]?data|(?:"
+_SECRET_KEYS = (rf"secret|token|credentials?|{_WORD_START}auth|key[_-]?data|(?:"
                 + "|".join(f"(?<={h})|(?<={h}[_-])" for h in _KEY_HEADS) + ")key")
 _Q = r"(?:\\{0,3}[\"'])?"  # the key's closing quote, maybe escaped
 _SEP_VALUE = (
@@ -279,7 +279,9 @@ def is_secret_key(key: str) -> bool:
 
 
 def _keep_password(v: str) -> bool:
-    return is_placeholder(v)
+    # A short number is a count (`pass=13 fail=2` in test output), not a password.
+    s = v.strip("\"'\\")
+    return is_placeholder(s) or (s.isdigit() and len(s) < 6)
 
 
 def _keep_secret(v: str) -> bool:
@@ -297,7 +299,7 @@ _kind("password", rf"(?:{_PASSWORD_KEYS}){_SEP_VALUE}", ("pass", "pwd"),
                 ('"{\\"password\\": \\"Pa55w0rdX\\"}"', "Pa55w0rdX"), ("password: s3cr3tvalue\n", "s3cr3tvalue"),
                 ("Server=db;Uid=sa;Pwd=Qw3rtyQw3rty;", "Qw3rtyQw3rty")))
 _kind("secret_value", rf"(?:{_SECRET_KEYS}){_SEP_VALUE}",
-      ("secret", "token", "key", "credential", "auth", "sas"),
+      ("secret", "token", "key", "credential", "auth"),
       flags=re.I | _F, keep=_keep_secret,
       examples=(("GITHUB_TOKEN=abcXYZ123def456", "abcXYZ123def456"), ('"auth": "ZGVwbG95Omh1bnRlcjI="', "ZGVwbG95Omh1bnRlcjI="),
                 ("X-Api-Key: 7hF2kL9qP3xZ", "7hF2kL9qP3xZ"), ("    token: kube7Tok3nValue99\n", "kube7Tok3nValue99"),
