@@ -379,9 +379,12 @@ def _trigger_hits(low: str) -> dict[str, list[int]]:
 def _lower(text: str) -> str:
     """ASCII case folded, positions kept (str.lower may change a length)."""
     low = text.lower()
-    if len(low) != len(text):
-        low = "".join(c.lower() if c.isascii() else c for c in text)
+    if len(low) != len(text):  # (a character whose lower case is longer, such as İ)
+        low = text.translate(_ASCII_LOWER)
     return low
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _hits(low: str, trigger: str) -> list[int]:
