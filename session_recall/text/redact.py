@@ -126,7 +126,15 @@ def _prefixed(name: str, prefixes: tuple[str, ...], body: str, examples, *, befo
     refused as queries on their own.)"""
     alt = "|".join(re.escape(p) for p in prefixes)
     _kind(name, f"{before}(?:{alt}){body}", tuple(sorted({p.lower() for p in prefixes})), flags=flags,
-          prefixes=prefixes + also, body=chars, examples=examples)
+          prefixes=prefixes + also, body=chars, examples=examples, keep=_placeholder_token)
+
+
+def _placeholder_token(token: str) -> bool:
+    """A provider token that is a placeholder (`ghp_xxxxxxxxxxxxxxxxxxxx`,
+    `sk-ant-...EXAMPLE...`): kept readable. A random token holds none of these."""
+    low = token.lower()
+    body = low[-16:]
+    return len(set(body)) <= 2 or "xxxxxxxx" in low or "example" in low or "0000000000" in low
 
 
 _END_KEY = r"-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
