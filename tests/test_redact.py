@@ -261,3 +261,24 @@ def test_a_keyed_value_split_across_fragments_is_held_back():
         for h in (held, None):  # the held word at hand, or lost with a restart
             text, _, _ = r.stream(first, rest, h)
             assert "s3cr" not in text and "3tvalue99" not in text and text.endswith("next"), (head, h, text)
+
+
+# --- every stored field --------------------------------------------------------------
+
+
+def test_attachment_names_and_ids_holding_a_secret_are_redacted_at_ingest():
+    """An attachment id is opaque and shown in `resource` addresses: one that
+    holds a secret becomes `redacted-` and a keyed hash, still a valid id."""
+    import re
+
+    from session_recall.indexer.ingest import prepare
+    from session_recall.model import Attachment, MessageEvent
+
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    ev = MessageEvent(session_id="s", cwd="/p", message_id="m", turn_id="t", role="user", ts="2026-01-01T00:00:00Z",
+                      text="see the file", attachments=[Attachment(id=token, name=f"notes {token}.txt", bytes=3)])
+    prep = prepare(ev, R.Redactor(KEY))
+    stored = json.loads(prep.attachments)[0]
+    assert token not in prep.attachments and "A1b2C3d4" not in prep.body
+    assert re.fullmatch(r"redacted-[0-9a-f]{16}", stored["id"]) and prep.secrets == 2
+    assert re.fullmatch(r"^[A-Za-z0-9_-]{1,128}$", stored["id"])
