@@ -366,7 +366,13 @@ for _t in _TRIGGERS:
         _j = _anchor_of(_t)
         _by_char.setdefault(_t[_j], []).append((_t, _j))
 for _c, _ts in _by_char.items():
-    _alts = "|".join(f"(?<={re.escape(t[: j + 1])})(?={re.escape(t[j + 1 :])})" for t, j in _ts)
+    # (alternatives grouped by the character before the anchor: a candidate
+    # is checked against one group, not every trigger)
+    _before: dict[str, list[str]] = {}
+    for _t, _j in _ts:
+        _before.setdefault(_t[_j - 1] if _j else "", []).append(
+            f"(?<={re.escape(_t[: _j + 1])})(?={re.escape(_t[_j + 1 :])})")
+    _alts = "|".join((f"(?<={re.escape(b + _c)})(?:{'|'.join(a)})" if b else "|".join(a)) for b, a in _before.items())
     _ANCHORS.append((re.compile(f"{re.escape(_c)}(?:{_alts})"), _ts))
 
 
