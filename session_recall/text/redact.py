@@ -24,6 +24,7 @@ linear in the text.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import math
@@ -280,6 +281,7 @@ _FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(
 _SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.I | _F)
 
 
+@functools.lru_cache(maxsize=4096)  # (the keys of a log repeat: command, path, content...)
 def is_secret_key(key: str) -> bool:
     """Whether a JSON key names a secret (`password`, `DB_PASSWORD`, `apiKey`,
     `client_secret`, `auth`, ...): its string value is redacted whatever its shape."""
