@@ -14,8 +14,9 @@ secret's head) and the refusal of credential-shaped queries (answering "does
 any message contain sk-abc…" prefix by prefix would leak the secret one
 character at a time).
 
-Speed: the text is lowered once and each distinct trigger is looked up with
-`str.find` (C); text holding none is returned as it is. A kind whose trigger
+Speed: the text is lowered once (ASCII) and every trigger is found by its
+rarest character, one regex per such character (see `_ANCHORS`); text
+holding no trigger is returned as it is. A kind whose trigger
 is present runs its pattern only where it can match: anchored at each hit
 (`pattern.match(text, hit)`), or over the merged windows around the hits.
 Every quantifier is bounded, so the work per hit is bounded and the whole is
@@ -30,8 +31,8 @@ import hmac
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .fold import PLACEHOLDER, PLACEHOLDER_CLOSE, PLACEHOLDER_OPEN
 
@@ -153,8 +154,8 @@ _kind("private_key",
 _kind("private_key_tail",
       rf"(?<![{_B64}=])[{_B64}=]{{4,80}}\r?\n(?:[ \t]{{0,8}}[{_B64}=]{{4,80}}\r?\n){{0,400}}[ \t]{{0,8}}{_END_KEY}",
       ("-----end",), mode="window", back=400 * 90, ahead=80,
-      examples=(("aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1UxeVQwaVYzbk03YlE5d0UyckE4\nWjVjWDF2QjduTTNrTDZq\n"
-                 "-----END OPENSSH PRIVATE KEY-----", "aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1Ux"),))
+      examples=((("aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1UxeVQwaVYzbk03YlE5d0UyckE4\nWjVjWDF2QjduTTNrTDZq\n"
+                  "-----END OPENSSH PRIVATE KEY-----"), "aGs3Tm1QcVd6eEI0Y1I5dkw2a0oyZkg4c0Q1Z1Ux"),))
 # A key's body alone (a middle delta): full base64 lines of 60-76 characters,
 # then at least one more line. Certificates and MIME-wrapped data look the
 # same and go too, which costs nothing of value.
@@ -173,14 +174,14 @@ _kind("private_key_body",
 # after `Authorization:` any credential goes.
 _TOKCH = r"A-Za-z0-9\-._~+/"
 _kind("bearer", rf"bearer[ \t]{{1,5}}(?P<s>(?=[{_TOKCH}]{{0,4096}}[0-9])[{_TOKCH}]{{16,4096}}=*)",
-      ("bearer",), flags=re.I | _F,
+      ("bearer",), flags=re.IGNORECASE | _F,
       examples=(("Authorization: Bearer 9f8e7d6c5b4a39281706f5e4", "9f8e7d6c5b4a39281706f5e4"),
                 ("BEARER 0a1b2c3d4e5f6a7b8c9d0e1f2a", "0a1b2c3d4e5f6a7b8c9d0e1f2a")))
 
 _kind("auth_header",
       rf"authorization(?:\\?[\"'])?[ \t]{{0,3}}[:=][ \t]{{0,3}}(?:\\?[\"'])?"
       rf"(?:(?:bearer|basic|token|digest|bot|apikey|sso-key)[ \t]{{1,3}})?(?P<s>[{_TOKCH}=:]{{8,4096}})",
-      ("authorization",), flags=re.I | _F, keep=is_placeholder,
+      ("authorization",), flags=re.IGNORECASE | _F, keep=is_placeholder,
       examples=(("Authorization: Basic YWRhOmh1bnRlcjJodW50ZXIy", "YWRhOmh1bnRlcjJodW50ZXIy"),
                 ("AUTHORIZATION: token abcdefghijklmnopqrst", "abcdefghijklmnopqrst")))
 # Provider tokens: a literal head, then a body (after gitleaks' rule list).
@@ -239,7 +240,7 @@ _prefixed("ai_api_key", ("gsk_", "r8_", "pplx-", "xai-", "lin_api_", "dckr_pat_"
           (("gsk_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0", "Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0"),
            ("dckr_pat_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1", "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1")))
 _kind("azure_storage", r"(?:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{20,128}={0,2})",
-      ("accountkey=", "sharedaccesskey="), flags=re.I | _F,
+      ("accountkey=", "sharedaccesskey="), flags=re.IGNORECASE | _F,
       examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Qk9xR2c1WlpHa3ZxN3BOdzhLc0E=;",
                  "Qk9xR2c1WlpHa3ZxN3BOdzhLc0E="),))
 _kind("azure_sas", r"(?<=[?&;])sig=(?P<s>[A-Za-z0-9%+/=]{16,256})", ("sig=",),
@@ -278,7 +279,7 @@ _SEP_VALUE = (
 _FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"'`;&|<>]{0,511}))"
 
 
-_SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.I | _F)
+_SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.IGNORECASE | _F)
 
 
 @functools.lru_cache(maxsize=4096)  # (the keys of a log repeat: command, path, content...)
@@ -301,16 +302,16 @@ def _keep_secret(v: str) -> bool:
 
 
 _kind("aws_secret", r"secret_?access_?key" + _Q + r"[ \t]{0,3}[:=][ \t]{0,3}(?:\\{0,3}[\"'])?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-      ("secretaccesskey", "secret_access_key"), flags=re.I | _F,
+      ("secretaccesskey", "secret_access_key"), flags=re.IGNORECASE | _F,
       examples=(("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),))
 _kind("password", rf"(?:{_PASSWORD_KEYS}){_SEP_VALUE}", ("pass", "pwd"),
-      flags=re.I | _F, keep=_keep_password,
+      flags=re.IGNORECASE | _F, keep=_keep_password,
       examples=(("DB_PASSWORD=Hunter2Hunter2", "Hunter2Hunter2"), ('{"password": "c0rr3ct h0rse"}', "c0rr3ct h0rse"),
                 ('"{\\"password\\": \\"Pa55w0rdX\\"}"', "Pa55w0rdX"), ("password: s3cr3tvalue\n", "s3cr3tvalue"),
                 ("Server=db;Uid=sa;Pwd=Qw3rtyQw3rty;", "Qw3rtyQw3rty")))
 _kind("secret_value", rf"(?:{_SECRET_KEYS}){_SEP_VALUE}",
       ("secret", "token", "key", "credential", "auth"),
-      flags=re.I | _F, keep=_keep_secret,
+      flags=re.IGNORECASE | _F, keep=_keep_secret,
       examples=(("GITHUB_TOKEN=abcXYZ123def456", "abcXYZ123def456"), ('"auth": "ZGVwbG95Omh1bnRlcjI="', "ZGVwbG95Omh1bnRlcjI="),
                 ("X-Api-Key: 7hF2kL9qP3xZ", "7hF2kL9qP3xZ"), ("    token: kube7Tok3nValue99\n", "kube7Tok3nValue99"),
                 ("client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=\n", "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVkt")))
@@ -318,11 +319,11 @@ _kind("secret_value", rf"(?:{_SECRET_KEYS}){_SEP_VALUE}",
 _kind("keyed_high_entropy",
       r"key" + _Q + r"[ \t]{0,3}(?:=(?!=)|:)[ \t]{0,3}(?:\\{0,3}[\"'])?"
       r"(?P<s>(?=[A-Za-z0-9+/=_.\-]{0,512}[0-9])(?=[A-Za-z0-9+/=_.\-]{0,512}[A-Za-z])[A-Za-z0-9+/=_.\-]{16,512})",
-      ("key",), flags=re.I | _F, keep=lambda v: is_placeholder(v) or _entropy(v) < 3.3,
+      ("key",), flags=re.IGNORECASE | _F, keep=lambda v: is_placeholder(v) or _entropy(v) < 3.3,
       examples=(("STRIPE_KEY=Zk3Lm9Qp2Xr7Tv5Wn8Ys", "Zk3Lm9Qp2Xr7Tv5Wn8Ys"),))
 # --password value, --db-password value, --api-key value (anchored at the key word, after a dash)
 _kind("password_flag", rf"(?<=-)(?:password|passwd|pass|pwd|token|secret|key){_FLAG_VALUE}",
-      ("pass", "pwd", "token", "secret", "key"), flags=re.I | _F, keep=_keep_password,
+      ("pass", "pwd", "token", "secret", "key"), flags=re.IGNORECASE | _F, keep=_keep_password,
       examples=(("docker login --password Dk9pW2xQ7z registry.example", "Dk9pW2xQ7z"),
                 ("vault login --token s.AbCdEf1234567890", "s.AbCdEf1234567890"),
                 ("tool --api-key 'Ak9 Zq8 Xw7' run", "Ak9 Zq8 Xw7")))
@@ -401,15 +402,6 @@ def _lower(text: str) -> str:
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def _hits(low: str, trigger: str) -> list[int]:
-    out = []
-    i = low.find(trigger)
-    while i != -1:
-        out.append(i)
-        i = low.find(trigger, i + 1)
-    return out
 
 
 def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
@@ -504,7 +496,7 @@ class Redactor:
     def redact_id(self, value: str) -> tuple[str, int]:
         """An opaque id (an attachment's) that holds a secret becomes
         `redacted-` and its keyed hash, still a valid id."""
-        text, n = self.redact(value)
+        n = self.redact(value)[1]
         if not n:
             return value, 0
         return "redacted-" + hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16], n
