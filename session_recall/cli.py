@@ -58,6 +58,12 @@ def _print_report(r, *, prefix: str = "") -> None:
         f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated; "
         f"skipped: {skipped}"
     )
+    if d["wiped"] or d["vacuumed"]:
+        click.echo(
+            f"{prefix}wiped {d['wiped']} forgotten messages in {d['wipe_s']:.2f}s (FTS5 merged, freed pages "
+            f"zeroed{', file vacuumed' if d['vacuumed'] else ''}, WAL truncated)"
+            + (" - not finished: a reader held an old snapshot; the next pass wipes" if d["wipe_pending"] else "")
+        )
 
 
 def _say_defaults(ix: Index) -> None:
@@ -158,6 +164,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
     if st["skipped"]:
         click.echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
+    if st["wipe_pending"]:
+        click.echo(f"wipe pending: {st['wipe_pending']} deleted messages may still have bytes in the file "
+                   "(the next `recall index` wipes them)")
     if st["waiting"]:
         click.echo("waiting: " + ", ".join(f"{k} {v}" for k, v in st["waiting"].items())
                    + " (a log's last line has no newline yet; it is read when it comes)")
@@ -168,6 +177,13 @@ def _confirm_on_terminal(question: str) -> bool | None:
     if not sys.stdin.isatty():
         return None
     return click.confirm(question, default=False, err=True)
+
+
+def _confirm_for(all_projects: bool):
+    """Under the `confirm` policy a terminal prompt asks only when the user
+    typed --all-projects: a --cwd at `/`, `~` or above the project (which
+    is an all-projects search too) is refused without it, never prompted."""
+    return _confirm_on_terminal if all_projects else None
 
 
 def _highlight(text: str, terms: list[str]) -> str:
@@ -216,7 +232,10 @@ def _print_envelope(env) -> None:
 @click.argument("query", default="")
 @click.option("--question", "-q", default=None, help="A question in natural language; its keywords rank.")
 @click.option("--all-projects", is_flag=True, help="Search every project (subject to the all_projects policy).")
-@click.option("--cwd", default=None, help="Search the project at this directory (default: the current one).")
+@click.option("--cwd", default=None,
+              help="Search the project at this directory (default: the current one). `/`, `~` or a folder above "
+                   "the current project is an all-projects search for the all_projects policy (deny: refused; "
+                   "confirm: only with --all-projects, which asks).")
 @click.option("--session", "session_id", default=None, help="Only this session id.")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
@@ -227,7 +246,7 @@ def search(ctx: click.Context, query: str, question: str | None, all_projects: b
     """Passages that contain every term of QUERY (and/or answer --question)."""
     with _open(ctx) as ix:
         env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
-                        limit=limit, cursor=cursor, confirm=_confirm_on_terminal)
+                        limit=limit, cursor=cursor, confirm=_confirm_for(all_projects))
     if as_json:
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     else:
@@ -243,7 +262,7 @@ def search(ctx: click.Context, query: str, question: str | None, all_projects: b
 def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, as_json: bool) -> None:
     """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
     with _open(ctx) as ix:
-        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_on_terminal)
+        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
     if as_json:
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     else:

@@ -12,8 +12,10 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from .paths import PathRules
 
 
 def data_dir() -> Path:
@@ -62,6 +64,21 @@ class Settings(BaseSettings):
     # First use: an empty index with known sources is built before answering,
     # for at most this long (an agent's tool call times out after seconds).
     first_use_budget_s: float = Field(default=8.0, ge=0)
+
+    _rules: tuple | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context) -> None:
+        self.path_rules()  # the lists are resolved when the configuration is read
+
+    def path_rules(self) -> PathRules:
+        """allow_cwds, deny_cwds and pinned_cwds in both spellings (as written
+        and resolved), worked out once: a symlink re-pointed later does not
+        change what a reader that has them lets through (docs/recall.md).
+        Worked out again only if the lists themselves are replaced."""
+        lists = (tuple(self.allow_cwds), tuple(self.deny_cwds), tuple(self.pinned_cwds))
+        if self._rules is None or self._rules[0] != lists:
+            self._rules = (lists, PathRules.read(self.allow_cwds, self.deny_cwds, self.pinned_cwds))
+        return self._rules[1]
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,

@@ -8,6 +8,9 @@ sources come from the config (else the harnesses' default folders), and the
 report says so. Sessions whose log files were deleted since they were
 indexed (the index is where they survived) cannot come back from the
 sources; the damaged file is kept, so nothing is lost that was still there.
+It still holds text that the new index may since have wiped (a pruned log, a
+re-redacted secret), so it is made readable by its owner alone (0600), and the
+report says so: deleting it is the user's call.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             src = Path(f"{path}{suffix}")
             if src.exists():
                 os.replace(src, Path(f"{moved}{suffix}"))
+                # It still holds every message's text (redacted, but private
+                # all the same), and nothing wipes it: only its owner may read it.
+                os.chmod(Path(f"{moved}{suffix}"), 0o600)
         report["moved_to"] = str(moved)
         store = Store(path)
         try:
@@ -130,6 +136,8 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
         f"{path} was damaged ({summary}). Moved it aside to {moved} (with its -wal and -shm files) and built a "
         f"new index from {where}: {report['sessions']} sessions, {report['messages']} messages. Sessions whose "
         "log files were deleted since they were indexed cannot be rebuilt from the sources; they remain in the "
-        "damaged file." + ("" if not after else f" The new database fails its check too: {'; '.join(after[:3])}.")
+        "damaged file, which is why it is kept. It still holds the text of every message it had (made readable by "
+        "you alone, mode 0600): delete it once you no longer need it."
+        + ("" if not after else f" The new database fails its check too: {'; '.join(after[:3])}.")
     )
     return report

@@ -142,22 +142,26 @@ class Index:
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, *, caller_session: str | None = None,
-               confirm: Confirm | None = None) -> Envelope:
-        """Ranked, gated passages for `query` (terms ANDed) and/or `question`."""
+               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
+        """Ranked, gated passages for `query` (terms ANDed) and/or `question`.
+        `caller_cwd`: where the caller stands (default: this process's
+        directory); a `cwd` at or above its project is an all-projects search."""
         refused = self.engine.refusal(query, question)
         if refused is not None:  # before first use could read (or build) anything
             return refused
         gaps = self._first_use()
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
-                                 limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm)
+                                 limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm,
+                                 caller_cwd=caller_cwd)
         env.gaps.update(gaps)
         return env
 
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
-                    caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
+                    caller_session: str | None = None, confirm: Confirm | None = None,
+                    caller_cwd: str | None = None) -> Envelope:
         """Widen one passage (by its anchor_id) to its whole turn."""
         return self.engine.recall_more(anchor, cwd=cwd, all_projects=all_projects, caller_session=caller_session,
-                                       confirm=confirm)
+                                       confirm=confirm, caller_cwd=caller_cwd)
 
     def search(self, query: str, limit: int = 10) -> list[tuple[Match, dict]]:
         """Every message matching all terms of `query` in all projects, best
@@ -211,4 +215,7 @@ class Index:
             "sources": sources,
             **self.store.versions(),
             "stale": self.store.stale_versions(),
+            # Deleted messages whose bytes the next sync pass still has to wipe
+            # (Store.wipe); nonzero only after a pass that could not finish it.
+            "wipe_pending": self.store.wipe_owed()[0],
         }

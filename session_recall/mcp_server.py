@@ -43,6 +43,7 @@ from pydantic import BaseModel, Field
 from . import __version__
 from .index import Index
 from .model import Envelope
+from .query.gates import project_roots, why_wide
 from .query.passages import parse_anchor
 from .text.redact import find_secret
 
@@ -84,9 +85,12 @@ plain text. Two or three distinctive terms work best. A natural-language \
 the query filters and the keywords rank).
 
 Scope: by default only sessions of the current project (sessions started in \
-`cwd` or below it; `cwd` defaults to the directory this server runs in). \
+the project of `cwd` or below it: the top of its git work tree, else `cwd` \
+itself; `cwd` defaults to the directory this server runs in). \
 `all_projects: true` searches every project, subject to the user's policy (it \
-may be denied or need the user's confirmation).
+may be denied or need the user's confirmation). A `cwd` of `/`, the home \
+folder or a folder above this project counts as all projects, under the same \
+policy.
 
 The result (structured content) is an envelope:
 - `status`: ok, partial, no_match, empty_query, empty_index, refused, denied, \
@@ -137,8 +141,10 @@ AllProjects = Annotated[bool, Field(description=(
     "Subject to the user's policy: it may be denied, or the user may be asked to confirm "
     "(status `denied` when not allowed)."))]
 Cwd = Annotated[str | None, Field(description=(
-    "The project directory whose sessions to search (sessions started there or below it), "
-    "as an absolute path. Default: the directory this server runs in, normally the current project."))]
+    "The project directory whose sessions to search (sessions started in its project, the top of its "
+    "git work tree, or below it), as an absolute path. Default: the directory this server runs in, "
+    "normally the current project. `/`, the home folder or a folder above the project count as all "
+    "projects (subject to the user's policy)."))]
 SessionId = Annotated[str | None, Field(description=(
     "Only this session: a `session_id` from an earlier result."))]
 Limit = Annotated[int | None, Field(description=(
@@ -256,12 +262,20 @@ class RecallServer:
                                what: str | None) -> Decision | Elicit[AllProjectsConsent]:
         """Under the confirm policy, ask the user before an all-projects search.
         `what` None: the call would search nothing (refused, empty), so no one is asked."""
-        if not all_projects or self.index.settings.all_projects != "confirm" or what is None:
+        if self.index.settings.all_projects != "confirm" or what is None:
+            return NOT_ASKED
+        # A cwd at `/`, `$HOME` or above this project is an all-projects search too (gates).
+        wide = None if all_projects else why_wide(project_roots(cwd or self.cwd), project_roots(self.cwd))
+        if not all_projects and wide is None:
             return NOT_ASKED
         if not _can_elicit(ctx):
             return Decision(False, "this MCP client cannot ask the user (it declared no elicitation support)")
-        message = (f"session-recall: allow this search to read past sessions of ALL projects on this machine, "
-                   f"not only {cwd or self.cwd}? {what}")
+        if wide is None:
+            message = (f"session-recall: allow this search to read past sessions of ALL projects on this machine, "
+                       f"not only {cwd or self.cwd}? {what}")
+        else:
+            message = (f"session-recall: allow this search to read past sessions of every project under "
+                       f"{cwd} ({wide}), not only this project's ({self.cwd})? {what}")
         if _input_required_era(ctx):
             # The question is returned from the call; the client retries with the answer.
             return Elicit(message, AllProjectsConsent)
@@ -293,7 +307,7 @@ class RecallServer:
         env = await self._run(self.index.recall, query or "", _blank_to_none(question), all_projects,
                               _blank_to_none(cwd) or self.cwd, _blank_to_none(session_id), limit,
                               _blank_to_none(cursor), caller_session=self._caller(ctx),
-                              confirm=self._confirm(decision))
+                              confirm=self._confirm(decision), caller_cwd=self.cwd)
         return self._explain(env, decision)
 
     async def recall_more(self, ctx: Context, anchor: str, all_projects: bool, cwd: str | None,
@@ -301,7 +315,7 @@ class RecallServer:
         decision = _decision(consent)
         env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd) or self.cwd,
                               all_projects=all_projects, caller_session=self._caller(ctx),
-                              confirm=self._confirm(decision))
+                              confirm=self._confirm(decision), caller_cwd=self.cwd)
         return self._explain(env, decision)
 
 

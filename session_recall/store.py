@@ -15,6 +15,7 @@ import datetime as _dt
 import fcntl
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +48,11 @@ class Store:
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.execute("PRAGMA cache_size=-65536")
+        # Deleted content is overwritten with zeros (cells, freeblocks and
+        # freed pages) instead of lingering in the file; what FTS5 and the
+        # WAL still hold is cleared by wipe(). Costs little: see
+        # docs/reliability.md, "Deleted means gone".
+        self.conn.execute("PRAGMA secure_delete=ON")
         migrations.apply(self.conn)
         self._lock_fd: int | None = None
         self._depth = 0  # open transaction (1) and savepoints within it
@@ -87,6 +93,58 @@ class Store:
         """True when the index was built by another tokenizer or redactor."""
         v = self.versions()
         return v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+
+    # --- deleted means gone -------------------------------------------------------
+
+    def wipe_owed(self) -> tuple[int, bool]:
+        """(messages deleted since the last wipe, whether a VACUUM is owed)."""
+        owed = dict(self.conn.execute("SELECT what, n FROM wipe_pending"))
+        return owed.get("messages", 0), bool(owed.get("vacuum"))
+
+    def owe_vacuum(self) -> None:
+        """Inside the transaction that rewrites stored text in place (a rebuild)."""
+        self.conn.execute("INSERT OR REPLACE INTO wipe_pending(what, n) VALUES ('vacuum', 1)")
+
+    def wipe(self) -> dict | None:
+        """Pay what wipe_owed() says, outside any transaction; None if nothing.
+
+        A contentless_delete FTS5 table only marks a deleted row (a
+        tombstone): its tokens stay in the segment pages until a merge
+        rewrites them, so `optimize` merges every segment into one without
+        them (secure_delete zeroes the pages freed). A VACUUM (owed after a
+        rebuild, or by a database older than secure_delete here) rewrites the
+        whole file. Then a TRUNCATE checkpoint copies the WAL into the
+        database and cuts the WAL to zero bytes, so that no old page image
+        survives there either. Only then is the debt cleared: a crash, or a
+        reader whose snapshot keeps the checkpoint from finishing, leaves it
+        owed for the next pass (the result says `complete: False`)."""
+        messages, vacuum = self.wipe_owed()
+        if not messages and not vacuum:
+            return None
+        t0 = time.perf_counter()
+        with self.atomic():
+            self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
+        t1 = time.perf_counter()
+        if vacuum:
+            self.conn.execute("VACUUM")
+        t2 = time.perf_counter()
+        complete = self._checkpoint_truncate()
+        if complete:
+            with self.atomic():
+                self.conn.execute("DELETE FROM wipe_pending")
+            # And that commit's page (of wipe_pending alone); a reader that
+            # arrived meanwhile can only keep that page in the WAL.
+            self._checkpoint_truncate()
+        t3 = time.perf_counter()
+        return {"messages": messages, "vacuumed": vacuum, "complete": complete,
+                "optimize_s": round(t1 - t0, 4), "vacuum_s": round(t2 - t1, 4),
+                "checkpoint_s": round(t3 - t2, 4), "seconds": round(t3 - t0, 4)}
+
+    def _checkpoint_truncate(self) -> bool:
+        """True when the whole WAL was checkpointed and truncated to 0 bytes
+        (it waits up to the busy timeout for readers on older snapshots)."""
+        busy, _log, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return busy == 0
 
     # --- transactions -----------------------------------------------------------
 

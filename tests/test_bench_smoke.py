@@ -97,6 +97,36 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert len(rows) == len(data["queries"]) + 1 + 2
     assert rows[-2].startswith("| median of the run's mix |") and rows[-1].startswith("| sum of the run's mix |")
 
+    # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
+    # asserts that), one row per query of the mix, then the median and the sum.
+    confined = subprocess.run([sys.executable, str(ROOT / "bench" / "confined.py"), str(out), "--reps", "1"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert confined.returncode == 0, confined.stdout[-3000:] + confined.stderr[-3000:]
+    rows = [line for line in confined.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
+    assert len(rows) == len(data["queries"]) + 2 and rows[-1].startswith("| sum of the mix |")
+
+def test_wipe_cost_runs_and_writes_every_key(tmp_path: Path) -> None:
+    """`bench/wipe_cost.py` on a tiny corpus: exits 0, prints its table and
+    writes every figure as a number (no timing asserted)."""
+    out = tmp_path / "wipe.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "wipe_cost.py"), "--size-mb", "1", "--runs", "1",
+         "--corpus", str(tmp_path / "corpus"), "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from wipe_cost import KEYS as WIPE_KEYS
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for key in WIPE_KEYS:
+        value = data[key]
+        assert isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, (key, value)
+    assert data["messages_forgotten"] > 0
+    assert "| secure_delete cost on the build (ON / OFF) |" in proc.stdout
+    assert not (tmp_path / "corpus.work" / "wipe" / "logs").exists()  # the scratch copy is gone
 
 def test_the_redaction_bench_runs_and_writes_its_figures(tmp_path: Path) -> None:
     """`bench/redaction_fp.py` on tiny inputs, against this checkout's HEAD

@@ -136,6 +136,10 @@ def test_a_damaged_database_is_detected_and_rebuilt_from_its_sources(built, wher
     moved = Path(report["moved_to"])
     assert moved.exists() and moved.name.startswith("recall.db.damaged-")
     assert check_database(moved)  # the damaged file is kept as it was
+    # It still holds the old text, which nothing will wipe: its owner's alone, and said so.
+    for f in moved.parent.glob(moved.name + "*"):
+        assert f.stat().st_mode & 0o777 == 0o600, f
+    assert "0600" in report["message"] and "delete it" in report["message"]
     if where == "middle":
         assert report["sources_from"] == "database"
         assert "the 1 sources the damaged database listed" in report["message"]

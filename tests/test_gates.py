@@ -60,17 +60,20 @@ def test_dot_dot_segments_cannot_climb_into_or_out_of_a_project(tmp_path):
     assert under(resolve(f"{tmp_path}/proj/b/../a/sub"), root)
 
 
-def test_symlinked_directories_resolve_to_their_target(tmp_path):
+def test_a_callers_symlinked_cwd_counts_in_both_spellings_and_recorded_cwds_are_never_resolved(tmp_path):
     real = tmp_path / "real" / "proj"
     real.mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
     linked = tmp_path / "link" / "proj"
     assert resolve(str(linked)) == resolve(str(real))
-    scope = Scope("project", resolve(str(real)))
-    assert scope.covers_cwd(str(linked / "sub"), Settings())
-    # and the other way round: the caller stands in the link, the session was recorded in the target
-    scope = Scope("project", resolve(str(linked)))
-    assert scope.covers_cwd(str(real), Settings())
+    # the caller stands in the link: sessions recorded in the target and in the link are its own
+    scope = decide_scope(Settings(), cwd=str(linked), session_id=None, all_projects=False).scope
+    assert scope.covers_cwd(str(real), Settings()) and scope.covers_cwd(str(linked / "sub"), Settings())
+    # the caller stands in the target: a session recorded through a link is where its log says,
+    # outside (recorded cwds are normalised at ingest, never resolved)
+    scope = decide_scope(Settings(), cwd=str(real), session_id=None, all_projects=False).scope
+    assert scope.covers_cwd(str(real / "sub"), Settings())
+    assert not scope.covers_cwd(str(linked / "sub"), Settings())
 
 
 def test_two_projects_with_the_same_basename_are_different(tmp_path):
@@ -107,6 +110,46 @@ def test_decide_scope_default_is_the_callers_resolved_cwd(tmp_path, monkeypatch)
     assert v.scope == Scope("project", resolve(str(tmp_path)))
     v = decide_scope(Settings(), cwd=f"{tmp_path}/a/../b/", session_id="s", all_projects=False)
     assert v.scope == Scope("project", resolve(str(tmp_path / "b")), "s")
+
+
+def test_a_caller_in_a_subdirectory_of_a_git_project_sees_the_project(tmp_path, monkeypatch):
+    proj = tmp_path / "proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "src" / "deep").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    v = decide_scope(Settings(), cwd=str(proj / "src" / "deep"), session_id=None, all_projects=False,
+                     caller_cwd=str(proj / "src"))
+    assert v.scope == Scope("project", resolve(str(proj)))
+    assert v.scope.covers_cwd(str(proj), Settings()) and v.scope.covers_cwd(str(proj / "other"), Settings())
+    assert not v.scope.covers_cwd(str(tmp_path / "proj-old"), Settings())
+    # a repository at or above $HOME (dotfiles) is not a project
+    monkeypatch.setenv("HOME", str(proj))
+    v = decide_scope(Settings(), cwd=str(proj / "src"), session_id=None, all_projects=False,
+                     caller_cwd=str(proj / "src"))
+    assert v.scope == Scope("project", resolve(str(proj / "src")))
+
+
+@pytest.mark.parametrize("policy", ["deny", "confirm"])
+def test_a_cwd_at_root_home_or_above_the_project_is_all_projects(tmp_path, monkeypatch, policy):
+    home = tmp_path / "home"
+    proj = home / "src" / "proj"
+    proj.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    s = Settings(all_projects=policy)
+    for cwd in ("/", "/..", "//", str(home), "~", str(home) + "/", f"{proj}/../..", str(home / "src"),
+                str(tmp_path), str(home).upper() if policy == "deny" else str(home)):
+        ask = Asked(None)
+        v = decide_scope(s, cwd=cwd, session_id=None, all_projects=False, confirm=ask, caller_cwd=str(proj))
+        assert v.scope is None and "all projects" in v.hint, cwd
+        assert len(ask.questions) == (policy == "confirm"), cwd
+    # a yes opens the folder asked for (not the whole machine)
+    v = decide_scope(Settings(all_projects="confirm"), cwd=str(home / "src"), session_id=None, all_projects=False,
+                     confirm=Asked(True), caller_cwd=str(proj))
+    assert v.scope.kind == "project" and v.scope.cwd == resolve(str(home / "src"))
+    # the project itself, a folder inside it and another project are not wider
+    for cwd in (str(proj), str(proj / "sub"), str(home / "src" / "other")):
+        v = decide_scope(s, cwd=cwd, session_id=None, all_projects=False, caller_cwd=str(proj))
+        assert v.scope is not None, cwd
 
 
 class Asked:
@@ -207,22 +250,28 @@ def ids(env) -> set[tuple[str, str]]:
 
 
 def inside(cwd: str, root: Path) -> bool:
-    """The reference predicate, written independently of the gates."""
-    return Path(os.path.abspath(cwd)).resolve().is_relative_to(root.resolve())
+    """The reference predicate, written independently of the gates: the
+    recorded cwd as written (normalised, never resolved) lies in the root as
+    given or as resolved."""
+    spelled = Path(os.path.normpath(cwd))
+    return any(spelled.is_relative_to(r) for r in (Path(os.path.normpath(os.path.abspath(root))), root.resolve()))
 
 
 def test_default_scope_is_the_callers_cwd_and_below(machine, corpus, monkeypatch):
     ix = corpus.open()
     app = machine["dirs"]["app"]
     monkeypatch.chdir(app)
-    for env in (ix.recall("deploy checklist", limit=50), ix.recall("deploy checklist", cwd=str(app), limit=50),
-                ix.recall("deploy checklist", cwd=str(app) + "/", limit=50),
-                ix.recall("deploy checklist", cwd=str(machine["tmp"] / "shortcut"), limit=50),
-                ix.recall("deploy checklist", cwd=f"{app}/sub/..", limit=50)):
+    shortcut = machine["tmp"] / "shortcut"
+    # s-linked was recorded through the link `shortcut`: only a caller standing in that spelling has it
+    for env, linked in ((ix.recall("deploy checklist", limit=50), set()),
+                        (ix.recall("deploy checklist", cwd=str(app), limit=50), set()),
+                        (ix.recall("deploy checklist", cwd=str(app) + "/", limit=50), set()),
+                        (ix.recall("deploy checklist", cwd=str(shortcut), limit=50), {"s-linked"}),
+                        (ix.recall("deploy checklist", cwd=f"{app}/sub/..", limit=50), set())):
         assert env.status == "ok", env.hint
         got = {r.session_id for r in env.results}
-        assert got == {"s-app", "s-app-sub", "s-secret", "s-linked", "dup"}, got
-        assert all(inside(c, app) for c in cwds(env))
+        assert got == {"s-app", "s-app-sub", "s-secret", "dup"} | linked, got
+        assert all(inside(c, app) or inside(c, shortcut) for c in cwds(env))
         assert ("dup", str(machine["dirs"]["other-app"])) not in ids(env)
 
 
@@ -444,10 +493,12 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
     everything = corpus.open()
     # every anchor there is, with its session's cwd: recall_more probes pick among them
     anchors = {}
+    recorded: dict[str, set[str]] = {}  # session id -> the cwds it was recorded in
     for q in queries:
         for r in everything.recall(q, all_projects=True, limit=50).results:
             for m in r.passage.messages:
-                anchors[anchor_id(r.source, r.cwd, r.session_id, m.message_id)] = r.cwd
+                anchors[anchor_id(r.source, r.cwd, r.session_id, m.message_id)] = (r.cwd, r.session_id)
+            recorded.setdefault(r.session_id, set()).add(r.cwd)
     anchors = sorted(anchors.items())
     assert len(anchors) >= 15
     counts = Counter()
@@ -460,7 +511,9 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
                 return False
             if sid is not None and session_id is not None and session_id != sid:
                 return False
-            if any(inside(cwd, Path(p)) for p in lst.get("deny_cwds", [])):
+            # a session that shares its id with a session in a denied folder is denied with it
+            twins = recorded.get(session_id, {cwd}) if session_id is not None else {cwd}
+            if any(inside(c, Path(p)) for c in twins | {cwd} for p in lst.get("deny_cwds", [])):
                 return False
             return not lst.get("allow_cwds") or any(inside(cwd, Path(p)) for p in lst["allow_cwds"])
         return in_scope
@@ -473,11 +526,11 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
         all_projects = rng.random() < 0.3
         kind = rng.choices(["recall", "more", "pages"], weights=[6, 3, 1])[0]
         if kind == "more":
-            anchor, owner = rng.choice(anchors)
+            anchor, (owner, owner_id) = rng.choice(anchors)
             in_scope = reference(caller, None, all_projects, lst)
             env = ix.recall_more(anchor, cwd=caller, all_projects=all_projects)
             where = ("more", caller, all_projects, lst, owner)
-            if in_scope(owner, None):
+            if in_scope(owner, owner_id):
                 assert env.status == "ok" and [r.cwd for r in env.results] == [owner], where
             else:
                 assert env.status == "unknown_anchor" and env.results == [], where

@@ -15,18 +15,20 @@ import apsw
 import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
+from ..paths import recorded
 from ..text.redact import Redactor
-from ..text.tokens import index_body, index_body_form
+from ..text.tokens import body_tokens, index_body, index_body_form
 
 
-def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool]:
+def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:
     """The FTS5 document of one message (its text, then its attachment
-    names), and whether the text is in NFKC already (messages.nfkc: recall
-    then folds it without normalizing)."""
+    names), whether the text is in NFKC already (messages.nfkc: recall then
+    folds it without normalizing), and its tokens (messages.ntok: the
+    statistics of a confined caller's scope, query/rank.py)."""
     body, nfkc = index_body_form(text)
     if attachment_names:
         body += "\n" + index_body("\n".join(attachment_names))
-    return body, nfkc
+    return body, nfkc, body_tokens(body)
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Prepared:
     names: list[str]
     body: str
     nfkc: bool
+    ntok: int
 
 
 def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
@@ -89,6 +92,9 @@ class Writer:
         return text
 
     def session_row(self, source: str, cwd: str, session_id: str, started_at: str | None = None) -> int:
+        # The cwd is normalised here, once (lexically, never through symlinks):
+        # the gates compare it as stored (session_recall/paths.py).
+        cwd = recorded(cwd)
         key = (source, cwd, session_id)
         row = self._sessions.get(key)
         if row is None:
@@ -142,7 +148,8 @@ class Writer:
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
             return
         prep = ev.prepared or prepare(ev, self.redactor)
-        text, atts, names, body, nfkc = prep.text, prep.attachments, prep.names, prep.body, prep.nfkc
+        text, atts, names, body, nfkc, ntok = (prep.text, prep.attachments, prep.names, prep.body, prep.nfkc,
+                                               prep.ntok)
         key = (session, ev.message_id)
         held = None
         if ev.settled:
@@ -150,7 +157,7 @@ class Writer:
         else:  # the first fragment of a stream, unless the row exists (below)
             streamed, _, held = self.redactor.stream("", ev.text, None)
             if held is not None:
-                text, (body, nfkc) = streamed, fts_body(streamed, names)
+                text, (body, nfkc, ntok) = streamed, fts_body(streamed, names)
         # Most messages are new: insert first, and look at the existing row
         # only when there is one (one statement fewer per message on a build).
         # (Not RETURNING: interleaved with FTS5 inserts it made a build 3x
@@ -158,9 +165,9 @@ class Writer:
         seq = self._seq(session)
         self.conn.execute(
             "INSERT INTO messages(session, message_id, turn_id, seq, role, ts, text, attachments, settled, file_id, "
-            "nfkc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING",
+            "nfkc, ntok) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session, message_id) DO NOTHING",
             (session, ev.message_id, ev.turn_id, seq, ev.role, ev.ts, text, atts, int(ev.settled), file_id,
-             int(nfkc)),
+             int(nfkc), ntok),
         )
         if self.conn.changes():
             if held is not None:
@@ -203,11 +210,11 @@ class Writer:
                 prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
-            body, nfkc = fts_body(text, names)
+            body, nfkc, ntok = fts_body(text, names)
         self.conn.execute(
             "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ?, "
-            "nfkc = ? WHERE id = ?",
-            (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, int(nfkc), rowid),
+            "nfkc = ?, ntok = ? WHERE id = ?",
+            (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, int(nfkc), ntok, rowid),
         )
         self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1

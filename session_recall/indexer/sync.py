@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import orjson
 import zstandard
 
-from ..migrations import create_fts
+from ..migrations import recreate_fts
 from ..store import Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
@@ -55,6 +55,15 @@ class SyncReport:
     secrets_redacted: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     rebuilt: bool = False
+    # Deleted means gone (Store.wipe): messages forgotten (pruned, replaced
+    # by a rewritten log, dropped by a rebuild) whose tokens and text were
+    # then wiped from the FTS5 segments, freed pages and the WAL; whether the
+    # file was VACUUMed; the seconds it took; and `wipe_pending`, true when it
+    # could not finish (a reader held an old snapshot) and the next pass owes it.
+    wiped: int = 0
+    vacuumed: bool = False
+    wipe_s: float = 0.0
+    wipe_pending: bool = False
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict:
@@ -112,7 +121,9 @@ class Syncer:
                         break
                     self._sync_source(source_id, source_path, source_kind, prune=prune)
             if not self.stop_requested:
-                self._optimize_after_bulk()
+                if self.store.wipe_owed() == (0, False):
+                    self._optimize_after_bulk()
+                self._wipe()  # it optimizes too
         r = self.report
         r.skipped = dict(sorted(self.skipped.items()))
         r.messages_added = self.writer.counts["messages_added"]
@@ -124,23 +135,38 @@ class Syncer:
     def sync_files(self, paths: list[str]) -> SyncReport:
         """Sync only these files (the watcher's path): each under its known source."""
         problems: Counter[str] = Counter()  # a log not yet readable, say created but still empty
-        with self.store.writer(), self._grouped():
-            for path in paths:
-                real = os.path.realpath(path)
-                src = self._source_of(real)
-                if src is None:
-                    continue
-                source_id, _source_path, source_kind = src
-                if os.path.exists(real):
-                    self._sync_file(source_id, source_kind, real, problems)
-                else:
-                    with self.store.atomic():
-                        self.conn.execute("UPDATE files SET missing = 1 WHERE path = ?", (real,))
+        with self.store.writer():
+            with self._grouped():
+                for path in paths:
+                    real = os.path.realpath(path)
+                    src = self._source_of(real)
+                    if src is None:
+                        continue
+                    source_id, _source_path, source_kind = src
+                    if os.path.exists(real):
+                        self._sync_file(source_id, source_kind, real, problems)
+                    else:
+                        with self.store.atomic():
+                            self.conn.execute("UPDATE files SET missing = 1 WHERE path = ?", (real,))
+            self._wipe()  # a rewritten log replaced its messages
         self.skipped.update(problems)
         self.report.skipped = dict(sorted(self.skipped.items()))
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
         return self.report
+
+    def _wipe(self) -> None:
+        """Before the pass says it is done: if messages were deleted (by this
+        pass, or by one that crashed before it could wipe), leave none of
+        their bytes in the database, its WAL or its FTS5 segments."""
+        done = self.store.wipe()
+        if done is None:
+            return
+        r = self.report
+        r.wiped += done["messages"]
+        r.vacuumed = r.vacuumed or done["vacuumed"]
+        r.wipe_s = round(r.wipe_s + done["seconds"], 3)
+        r.wipe_pending = not done["complete"]
 
     def _optimize_after_bulk(self) -> None:
         """Merge the FTS5 index into one segment after a pass that wrote most
@@ -540,19 +566,8 @@ class Syncer:
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text.
-
-        A redactor change means the old rows may hold secrets the new one
-        knows: while it rebuilds, freed pages and cells are zeroed
-        (secure_delete), so none of their bytes stay in the file."""
-        was = self.conn.execute("PRAGMA secure_delete").fetchone()[0]
-        self.conn.execute("PRAGMA secure_delete = ON")
-        try:
-            self._rebuild()
-        finally:
-            self.conn.execute(f"PRAGMA secure_delete = {int(was)}")
-
-    def _rebuild(self) -> None:
+        are re-redacted and re-tokenized from their stored text, and so are
+        titles and attachment ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -560,8 +575,7 @@ class Syncer:
             for fid, path in list(self.conn.execute("SELECT id, path FROM files WHERE missing = 0")):
                 if not os.path.exists(path):
                     self.conn.execute("UPDATE files SET missing = 1 WHERE id = ?", (fid,))
-            self.conn.execute("DROP TABLE IF EXISTS message_fts")
-            create_fts(self.conn)
+            recreate_fts(self.conn)
             self.conn.execute(
                 "DELETE FROM messages WHERE file_id IS NULL OR file_id IN (SELECT id FROM files WHERE missing = 0)"
             )
@@ -579,9 +593,9 @@ class Syncer:
                         a["id"], _ = self.redactor.redact_id(a["id"])
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
-                body, nfkc = fts_body(text, names)
-                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ? WHERE id = ?",
-                                  (text, atts, int(nfkc), rowid))
+                body, nfkc, ntok = fts_body(text, names)
+                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ? WHERE id = ?",
+                                  (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
             for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
@@ -591,5 +605,9 @@ class Syncer:
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
             self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
+            # The kept messages were re-redacted in place: their old text is in
+            # freed space of pages not zeroed on older databases, and the old
+            # FTS5 table's pages were dropped; the end of the pass VACUUMs.
+            self.store.owe_vacuum()
         self.writer.forget()
         self.report.rebuilt = True

@@ -1,11 +1,13 @@
 """Numbered migrations, applied in order on every open.
 
-Each migration is a function `mNNN_name(conn)` registered in MIGRATIONS. The
-runner records each by name in `_migrations`, inside the same transaction as its
+Each migration is a function `mNNN_name(conn)` marked `@migration`, which
+registers it in MIGRATIONS (in number order) and returns it; a test checks that
+every `mNNN_` function of this module is registered, and the schema version is
+the highest number applied. The runner records each by name in `_migrations`, inside the same transaction as its
 changes, so a crash mid-migration leaves it either applied and recorded or not
 at all; an open that finds a migration unrecorded simply applies it again.
 The FTS5 schema is created here and nowhere else (the rebuild after a tokenizer
-change recreates it through `create_fts`).
+or redactor change recreates it through `recreate_fts`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,26 @@ from collections.abc import Callable
 
 import apsw
 
+from ..paths import recorded
 from ..text.tokens import FTS_TOKENIZE
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = []
+
+
+def migration(fn: Callable[[apsw.Connection], None]) -> Callable[[apsw.Connection], None]:
+    """Register `fn` (named mNNN_what) as migration NNN."""
+    number = _number(fn.__name__)
+    if any(_number(f.__name__) == number for f in MIGRATIONS):
+        raise ValueError(f"two migrations numbered {number}: {fn.__name__}")
+    MIGRATIONS.append(fn)
+    MIGRATIONS.sort(key=lambda f: _number(f.__name__))
+    return fn
+
+
+def _number(name: str) -> int:
+    if not (len(name) > 5 and name[0] == "m" and name[1:4].isdigit() and name[4] == "_"):
+        raise ValueError(f"a migration is named mNNN_what, not {name!r}")
+    return int(name[1:4])
 
 
 def create_fts(conn: apsw.Connection) -> None:
@@ -27,6 +48,13 @@ def create_fts(conn: apsw.Connection) -> None:
         f"body, content='', contentless_delete=1, tokenize=\"{FTS_TOKENIZE}\")"
     )
     tune_fts(conn)
+
+
+def recreate_fts(conn: apsw.Connection) -> None:
+    """An empty FTS5 table in place of the old one (the rebuild after a
+    tokenizer or redactor change refills it)."""
+    conn.execute("DROP TABLE IF EXISTS message_fts")
+    create_fts(conn)
 
 
 # FTS5 keeps these in its own config table, so they hold for every later
@@ -41,6 +69,7 @@ def tune_fts(conn: apsw.Connection) -> None:
         conn.execute("INSERT INTO message_fts(message_fts, rank) VALUES (?, ?)", (key, value))
 
 
+@migration
 def m001_initial(conn: apsw.Connection) -> None:
     conn.execute(
         """
@@ -104,6 +133,7 @@ def m001_initial(conn: apsw.Connection) -> None:
     create_fts(conn)
 
 
+@migration
 def m002_source_problems(conn: apsw.Connection) -> None:
     # What the last full pass over a source found wrong outside the lines of a
     # log: an empty file, a file of unknown kind, a corrupt .zst, a folder it
@@ -122,6 +152,7 @@ def m002_source_problems(conn: apsw.Connection) -> None:
     )
 
 
+@migration
 def m003_text_form(conn: apsw.Connection) -> None:
     # 1 when a message's stored text is in NFKC already (as most is): recall
     # then folds it with casefold() alone, skipping the normalization that
@@ -130,10 +161,12 @@ def m003_text_form(conn: apsw.Connection) -> None:
     conn.execute("ALTER TABLE messages ADD COLUMN nfkc INTEGER NOT NULL DEFAULT 0")
 
 
+@migration
 def m004_fts_settings(conn: apsw.Connection) -> None:
     tune_fts(conn)
 
 
+@migration
 def m005_query_indexes(conn: apsw.Connection) -> None:
     # Two indexes for recall (query/engine.py), about 3 % of the file together.
     # messages_rank: what the FTS5 query reads of each match to rank it
@@ -147,9 +180,101 @@ def m005_query_indexes(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS messages_recency ON messages(session, ts)")
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    m001_initial, m002_source_problems, m003_text_form, m004_fts_settings, m005_query_indexes,
-]
+def _varints(blob: bytes | None) -> int:
+    """The sum of the SQLite varints in `blob` (an FTS5 docsize record: the
+    tokens of each column)."""
+    total = value = 0
+    for byte in blob or b"":
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            total, value = total + value, 0
+    return total
+
+
+@migration
+def m006_scope_statistics(conn: apsw.Connection) -> None:
+    # The statistics of a confined caller's scope (query/rank.py): how many
+    # messages and index tokens each session holds, kept by triggers as
+    # messages come and go, so a scope's totals are a sum over its sessions.
+    # messages.ntok is written with each message (indexer.ingest.fts_body);
+    # rows of before come from FTS5's own record of their length.
+    conn.execute("""
+        ALTER TABLE messages ADD COLUMN ntok INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN n_messages INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN n_tokens INTEGER NOT NULL DEFAULT 0;
+    """)
+    conn.create_scalar_function("recall_varints", _varints, 1, deterministic=True)
+    conn.execute("""
+        UPDATE messages SET ntok = coalesce(
+            (SELECT recall_varints(sz) FROM message_fts_docsize WHERE id = messages.id), 0);
+        UPDATE sessions SET
+            n_messages = (SELECT count(*) FROM messages WHERE session = sessions.id),
+            n_tokens = (SELECT coalesce(sum(ntok), 0) FROM messages WHERE session = sessions.id);
+        CREATE TRIGGER messages_stats_insert AFTER INSERT ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages + 1, n_tokens = n_tokens + new.ntok WHERE id = new.session;
+        END;
+        CREATE TRIGGER messages_stats_delete AFTER DELETE ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages - 1, n_tokens = n_tokens - old.ntok WHERE id = old.session;
+        END;
+        CREATE TRIGGER messages_stats_update AFTER UPDATE OF ntok, session ON messages BEGIN
+            UPDATE sessions SET n_messages = n_messages - 1, n_tokens = n_tokens - old.ntok WHERE id = old.session;
+            UPDATE sessions SET n_messages = n_messages + 1, n_tokens = n_tokens + new.ntok WHERE id = new.session;
+        END;
+    """)
+
+
+@migration
+def m007_wipe_pending(conn: apsw.Connection) -> None:
+    # "Deleted means gone" (docs/storage.md, "Deleting leaves no bytes
+    # behind"): what the next end of a sync pass owes (Store.wipe). Every
+    # message deleted, by whatever path, counts itself into the row
+    # 'messages' in the transaction that deletes it, so a crash between the
+    # delete and the wipe still leaves the wipe owed. 'vacuum' is owed after
+    # a rebuild, and by a database written before this migration, whose freed
+    # pages SQLite did not zero (secure_delete was off).
+    conn.execute("CREATE TABLE wipe_pending(what TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute(
+        "CREATE TRIGGER messages_wipe_pending AFTER DELETE ON messages BEGIN "
+        "INSERT INTO wipe_pending(what, n) VALUES ('messages', 1) "
+        "ON CONFLICT(what) DO UPDATE SET n = n + 1; END"
+    )
+    if conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone():
+        conn.execute("INSERT INTO wipe_pending(what, n) VALUES ('vacuum', 1)")
+
+
+@migration
+def m008_normalise_cwds(conn: apsw.Connection) -> None:
+    # Recorded cwds are normalised once, at ingest, and compared as stored
+    # (docs/recall.md, gates): rows written before that are normalised here,
+    # lexically, never through symlinks. Two rows of one session that differ
+    # only in spelling (`/a/b/` and `/a/b`) become one: the row spelled in
+    # normal form keeps the messages of both (a message id it has already
+    # wins; the other's copy leaves the FTS index too), the earliest start
+    # and a title.
+    rows = conn.execute("SELECT id, source, cwd, session_id FROM sessions ORDER BY id").fetchall()
+    for row, source, cwd, session_id in rows:
+        norm = recorded(cwd)
+        if norm == cwd:
+            continue
+        twin = conn.execute("SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?",
+                            (source, norm, session_id)).fetchone()
+        if twin is None:
+            conn.execute("UPDATE sessions SET cwd = ? WHERE id = ?", (norm, row))
+            continue
+        (keep,) = twin
+        conn.execute("UPDATE messages SET session = ?1 WHERE session = ?2 AND message_id NOT IN "
+                     "(SELECT message_id FROM messages WHERE session = ?1)", (keep, row))
+        for (gone,) in conn.execute("SELECT id FROM messages WHERE session = ?", (row,)).fetchall():
+            conn.execute("DELETE FROM message_fts WHERE rowid = ?", (gone,))
+            conn.execute("DELETE FROM messages WHERE id = ?", (gone,))
+        conn.execute(
+            "UPDATE sessions SET started_at = (SELECT min(coalesce(a.started_at, b.started_at), "
+            "coalesce(b.started_at, a.started_at)) FROM sessions a, sessions b WHERE a.id = ?1 AND b.id = ?2), "
+            "title = coalesce(title, (SELECT title FROM sessions WHERE id = ?2)) WHERE id = ?1", (keep, row))
+        conn.execute("DELETE FROM sessions WHERE id = ?", (row,))
+    # The gates look sessions up by id (a session_id argument, and the twins
+    # of sessions in a denied folder: query/engine.py `_denied_twins`).
+    conn.execute("CREATE INDEX IF NOT EXISTS sessions_session_id ON sessions(session_id)")
 
 
 def applied(conn: apsw.Connection) -> list[str]:
@@ -182,4 +307,5 @@ def apply(conn: apsw.Connection, upto: int | None = None) -> list[str]:
 
 
 def schema_version(conn: apsw.Connection) -> int:
-    return len(applied(conn))
+    """The highest migration number applied (0 for a new file)."""
+    return max((_number(name) for name in applied(conn)), default=0)

@@ -26,7 +26,7 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import apsw
 import orjson
@@ -37,7 +37,8 @@ from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text, repla
 from ..text.redact import find_secret
 from ..text.tokens import term_tokens
 from . import passages as P
-from .gates import Confirm, Scope, decide_scope, resolve, session_path, under
+from . import rank
+from .gates import Confirm, Scope, decide_scope, session_path
 from .match import needs_collapse, occurs
 from .parse import Term, fts_phrase, fts_query
 from .retrieve import Retriever
@@ -213,6 +214,7 @@ class Engine:
         self.retriever = Retriever(conn)
         conn.create_scalar_function("recall_recency", self._recency, 1, deterministic=True)
         conn.create_scalar_function("recall_pinned", self._pinned, 1, deterministic=True)
+        rank.register(conn)
         self._now = time.time()
 
     # --- SQL helpers ------------------------------------------------------------
@@ -235,7 +237,7 @@ class Engine:
 
     def _pinned(self, cwd: str) -> int:
         path = session_path(cwd)
-        return int(path is not None and any(under(path, resolve(p)) for p in self.settings.pinned_cwds))
+        return int(path is not None and self.settings.path_rules().is_pinned(path))
 
     def generation(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
@@ -254,7 +256,68 @@ class Engine:
                     if scope.covers_cwd(c, self.settings)]
             clauses.append("s.cwd IN (SELECT value FROM json_each(?))")
             params.append(orjson.dumps(cwds).decode())
+        twins = self._denied_twins()
+        if twins:
+            clauses.append("s.id NOT IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(sorted(twins)).decode())
         return (" AND " + " AND ".join(clauses)) if clauses else "", params
+
+    def _denied_twins(self) -> set[int]:
+        """Sessions that share their source and id with a session in a denied
+        folder. A harness records each file's cwd, and a sub-agent started
+        after a `cd` records another one than its parent's: its messages are
+        the parent session's (contract §2.1) and stay out with it. Fails
+        closed: a true twin in another project is hidden too (docs/recall.md)."""
+        if not self.settings.deny_cwds:
+            return set()
+        rules = self.settings.path_rules()
+        denied = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
+                  if (p := session_path(c)) is not None and rules.denied(p)]
+        if not denied:
+            return set()
+        return {row for (row,) in self.conn.execute(
+            "SELECT t.id FROM sessions d JOIN sessions t ON t.session_id = d.session_id AND t.source = d.source "
+            "WHERE d.cwd IN (SELECT value FROM json_each(?1)) AND t.cwd NOT IN (SELECT value FROM json_each(?1))",
+            (orjson.dumps(denied).decode(),))}
+
+    # --- what a confined caller may learn (docs/recall.md) ------------------------
+
+    def _universe(self, scope: Scope) -> tuple[str, list] | None:
+        """The sessions this caller may ever search, as SQL over `s`, when
+        they are not all of them: under a deny or allow list, or in a project
+        scope while all_projects is not simply allowed. None when the caller
+        could search every session anyway: whole-index statistics then tell it
+        nothing it could not read. Statistics of a confined caller (rows, rows
+        holding a phrase) are counted here, never over the whole index."""
+        s = self.settings
+        if not (s.allow_cwds or s.deny_cwds or (scope.kind == "project" and s.all_projects != "allow")):
+            return None
+        return self._scope_sql(replace(scope, session_id=None))
+
+    def _size(self, universe: tuple[str, list]) -> tuple[int, int]:
+        """Messages and index tokens in the universe (migration m006 keeps
+        them per session)."""
+        rows, tokens = self.conn.execute(
+            f"SELECT coalesce(sum(n_messages), 0), coalesce(sum(n_tokens), 0) FROM sessions s WHERE 1 = 1{universe[0]}",
+            universe[1]).fetchone()
+        return rows, tokens
+
+    def _holding(self, expr: str, universe: tuple[str, list], limit: int = -1) -> int:
+        """Messages in the universe that FTS5 gives as candidates of `expr`
+        (at most `limit`)."""
+        return self.conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM message_fts JOIN messages m INDEXED BY messages_rank "
+            "ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
+            f"WHERE message_fts MATCH ?{universe[0]} LIMIT ?)", [expr, *universe[1], limit]).fetchone()[0]
+
+    def _bm25(self, phrases: list[str], universe: tuple[str, list] | None) -> str | None:
+        """The score call of a confined caller (rank.recall_bm25 with idfs of
+        the universe), or None for FTS5's own bm25."""
+        if universe is None:
+            return None
+        rows, tokens = self._size(universe)
+        return rank.bm25_sql(tokens / rows if rows else 1.0,
+                             [rank.idf(rows, self._holding(p, universe)) for p in phrases])
 
     def _order_sql(self, run: Run) -> tuple[str, list[str]]:
         """The score expression over `{bm25}` (lower is better, as bm25) and
@@ -271,7 +334,8 @@ class Engine:
 
     # --- retrieval --------------------------------------------------------------
 
-    def _fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None):
+    def _fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None,
+             bm25: str | None = None):
         """Candidates in rank order. Only keys and scores are sorted (every
         match is scored); the text of a candidate is read when verification
         reaches it.
@@ -293,7 +357,10 @@ class Engine:
         RANKED_ROUNDS pages; the top-N page and the rest then go on past the
         rows proven. (A recency boost of up to 2, or pinned sessions first,
         would prove next to nothing.) A narrow scope skips it: joining
-        first, SQLite scores only the matches in scope."""
+        first, SQLite scores only the matches in scope.
+
+        `bm25`: the score call of a confined caller (_bm25), which also skips
+        the ranked page: its proof needs FTS5's own order."""
         score, keys = self._order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
         cols = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
@@ -301,13 +368,14 @@ class Engine:
         # up in the table itself, one wide page per row.
         joins = ("JOIN messages m INDEXED BY messages_rank ON m.id = {} "
                  "JOIN sessions s ON s.id = m.session")
-        sql = (f"SELECT {cols}, {score.format(bm25='bm25(message_fts)')} AS score FROM message_fts "
+        sql = (f"SELECT {cols}, {score.format(bm25=bm25 or 'bm25(message_fts)')} AS score FROM message_fts "
                f"{joins.format('message_fts.rowid')} WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
         if first is None:
             yield from self.conn.execute(sql, [expr, *params])
             return
         n = 0  # rows yielded
-        ranked = not keys and not self.settings.recency_half_life_days  # a re-rank would prove next to nothing
+        # a re-rank would prove next to nothing
+        ranked = not keys and not self.settings.recency_half_life_days and bm25 is None
         share = 1.0  # of the sessions, in scope
         if ranked and scope_sql:
             (total,), (scoped,) = (self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a).fetchone()
@@ -421,6 +489,7 @@ class Engine:
         FTS5 candidates read through a top-N sort before the rest (_fts); None
         for a caller that reads thousands (partial matches): one query."""
         scope_sql, params = self._scope_sql(scope)
+        universe = self._universe(scope)
 
         def scanned():  # the prefilter is worked out only for a scan
             return self._verify(self._scan(scope_sql, params, run, self._literal(terms, any_term)), terms,
@@ -434,12 +503,13 @@ class Engine:
         expr = fts_query(indexed, any_term)
         run.engine = "fts"
         found = False
-        rows = self._fts(expr, scope_sql, params, run, first=first)
+        rows = self._fts(expr, scope_sql, params, run, first=first,
+                         bm25=self._bm25([fts_phrase(t.tokens) for t in indexed], universe))
         for hit in self._verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
         if not found and any(HAS_CJK.search(t.folded) for t in terms) and (
-                any_term or len(self._possible(terms)) == len(terms)):
+                any_term or len(self._possible(terms, universe)) == len(terms)):
             # The index should have answered; an exact scan makes sure. Not
             # for an AND with a term the index vouches for (no CJK) and holds
             # no candidate of anywhere: candidates are a superset of the
@@ -515,11 +585,11 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
         t0 = time.perf_counter()
         self._now = time.time()
-        query, question, cwd, session_id, cursor, caller_session = map(
-            _clean, (query or "", question, cwd, session_id, cursor, caller_session))
+        query, question, cwd, session_id, cursor, caller_session, caller_cwd = map(
+            _clean, (query or "", question, cwd, session_id, cursor, caller_session, caller_cwd))
         # 1. a credential-shaped query is refused before any corpus is touched
         refused = self.refusal(query, question, t0)
         if refused is not None:
@@ -534,7 +604,7 @@ class Engine:
                                   "in natural language.")
         # 2. gates
         verdict = decide_scope(self.settings, cwd=cwd, session_id=session_id, all_projects=all_projects,
-                               confirm=confirm)
+                               confirm=confirm, caller_cwd=caller_cwd)
         if verdict.scope is None:
             return self._envelope(t0, query, question, "denied", verdict.hint)
         scope = verdict.scope
@@ -543,14 +613,15 @@ class Engine:
                                   "The index is empty: nothing has been searched. Index session logs first "
                                   "(`recall index PATH`, or configure sources).", terms=term_names)
         if session_id is not None:
-            known = [r for r in self.conn.execute("SELECT cwd FROM sessions WHERE session_id = ?", (session_id,))
-                     if scope.covers(r[0], session_id, self.settings)]
+            twins = self._denied_twins()
+            known = [r for r in self.conn.execute("SELECT cwd, id FROM sessions WHERE session_id = ?", (session_id,))
+                     if scope.covers(r[0], session_id, self.settings) and r[1] not in twins]
             if not known:
                 return self._envelope(t0, query, question, "unknown_session",
                                       f"No session {session_id!r} in scope ({self._scope_words(scope)}). Check the id, "
                                       "or search without session_id.", terms=term_names)
         # 3. paging
-        key = _cursor_key(q=query, qs=question, a=all_projects, c=scope.cwd, s=session_id, l=limit)
+        key = _cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
         offset = 0
         generation = self.generation()
         if cursor:
@@ -579,14 +650,14 @@ class Engine:
         else:
             # question only: a message with more of the keywords comes first
             hits = self._by_question(self._hits(kw_terms, scope, run, any_term=True, first=QUESTION_FIRST_PAGE),
-                                     kw_terms, kw_group, run)
+                                     kw_terms, kw_group, run, self._universe(scope))
         selected, more = self._select(hits, limit, need)
         if not selected and len(terms) > PARTIAL_MAX_TERMS and not kw_terms:
             run.gaps["partial"] = (f"no message contains all {len(terms)} terms; partial matches are looked for "
                                    f"only in queries of at most {PARTIAL_MAX_TERMS} terms")
         elif not selected and len(terms) >= 2 and not kw_terms:
             partial_run = Run()
-            alive = self._possible(terms)
+            alive = self._possible(terms, self._universe(scope))
             if not alive:
                 ranked = iter(())
             elif len(alive) == 1:  # every hit has the one term: coverage ties, rank order stands
@@ -666,13 +737,18 @@ class Engine:
                     kw_terms.append(Term(kw, folded, term_tokens(folded, self.retriever.word_tokens)))
         return kw_terms, kw_group
 
-    def _possible(self, terms: list[Term]) -> list[Term]:
+    def _possible(self, terms: list[Term], universe: tuple[str, list] | None) -> list[Term]:
         """The terms some message may hold: a term the index holds no
-        candidate for anywhere matches nothing (candidates are a superset),
-        unless the index cannot vouch for it (no tokens; or CJK, which the
-        fallback scan re-checks)."""
-        return [t for t in terms if not t.tokens.tokens or HAS_CJK.search(t.folded) or self.conn.execute(
-            "SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT 1", (fts_phrase(t.tokens),)).fetchone()]
+        candidate for anywhere (in the universe of a confined caller, which
+        must not learn what lies outside it) matches nothing (candidates are
+        a superset), unless the index cannot vouch for it (no tokens; or CJK,
+        which the fallback scan re-checks)."""
+        def held(t: Term) -> bool:
+            if universe is not None:
+                return self._holding(fts_phrase(t.tokens), universe, 1) > 0
+            return self.conn.execute("SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT 1",
+                                     (fts_phrase(t.tokens),)).fetchone() is not None
+        return [t for t in terms if not t.tokens.tokens or HAS_CJK.search(t.folded) or held(t)]
 
     def _rank_by_keywords(self, hits, kw_terms: list[Term], kw_group: dict[str, int]):
         """query AND-filters; the question's keywords rank (more keywords first,
@@ -692,23 +768,32 @@ class Engine:
             pool.append(hit)
         return self._by_coverage(iter(pool))
 
-    def _group_idf(self, kw_terms: list[Term], kw_group: dict[str, int]) -> dict[int, float]:
-        """idf of each keyword group over the whole index (not the scope):
-        ln(1 + (N - n + 0.5) / (n + 0.5)), n the messages holding any of its
-        variants, N approximated by the highest message row id."""
-        n_all = self.conn.execute("SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+    def _group_idf(self, kw_terms: list[Term], kw_group: dict[str, int],
+                   universe: tuple[str, list] | None) -> dict[int, float]:
+        """idf of each keyword group over the whole index (over the universe
+        of a confined caller): ln(1 + (N - n + 0.5) / (n + 0.5)), n the
+        messages holding any of its variants, N the messages (over the whole
+        index, approximated by the highest message row id)."""
+        n_all = self._size(universe)[0] if universe is not None else self.conn.execute(
+            "SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
         phrases: dict[int, list[str]] = {}
         for t in kw_terms:
             if t.tokens.tokens:
                 phrases.setdefault(kw_group[t.folded], []).append(fts_phrase(t.tokens))
         idf = {}
         for g in set(kw_group.values()):
-            n = self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
-                                  (" OR ".join(phrases[g]),)).fetchone()[0] if g in phrases else 0
+            if g not in phrases:
+                n = 0
+            elif universe is not None:
+                n = self._holding(" OR ".join(phrases[g]), universe)
+            else:
+                n = self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
+                                      (" OR ".join(phrases[g]),)).fetchone()[0]
             idf[g] = math.log(1 + (n_all - n + 0.5) / (n + 0.5))
         return idf
 
-    def _by_question(self, hits, kw_terms: list[Term], kw_group: dict[str, int], run: Run):
+    def _by_question(self, hits, kw_terms: list[Term], kw_group: dict[str, int], run: Run,
+                     universe: tuple[str, list] | None):
         """Question mode: at most CANDIDATE_BUDGET hits (in bm25 order), each
         scored weighted bm25 x c ** COVERAGE_POWER x (1 + TITLE_WEIGHT x t)
         (see COVERAGE_POWER), then ordered: pinned cwds first (when
@@ -717,7 +802,7 @@ class Engine:
         pool = list(itertools.islice(hits, QUESTION_POOL))
         if not pool:
             return iter(pool)
-        idf = self._group_idf(kw_terms, kw_group)
+        idf = self._group_idf(kw_terms, kw_group, universe)
         total = sum(idf.values()) or 1.0
         rows = self.conn.execute("SELECT id, cwd, title FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
                                  (orjson.dumps(sorted({h.session for h in pool})).decode(),)).fetchall()
@@ -772,21 +857,24 @@ class Engine:
 
     @_one_snapshot
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
-                    caller_session: str | None = None, confirm: Confirm | None = None) -> Envelope:
+                    caller_session: str | None = None, confirm: Confirm | None = None,
+                    caller_cwd: str | None = None) -> Envelope:
         t0 = time.perf_counter()
-        anchor, cwd, caller_session = map(_clean, (anchor, cwd, caller_session))
+        anchor, cwd, caller_session, caller_cwd = map(_clean, (anchor, cwd, caller_session, caller_cwd))
         parsed = P.parse_anchor(anchor)
         if parsed is None:
             return self._envelope(t0, anchor, None, "unknown_anchor",
                                   "This is not an anchor_id from a recall result; pass a passage's anchor_id.")
         source, scwd, session_id, message_id = parsed
-        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm)
+        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
+                               caller_cwd=caller_cwd)
         row = self.conn.execute(
             "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.
-        if verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings):
+        if (verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings)
+                or row[0] in self._denied_twins()):
             return self._envelope(t0, anchor, None, "unknown_anchor" if verdict.scope is not None else "denied",
                                   verdict.hint or "No passage with this anchor in scope: it belongs to a session "
                                   "this caller cannot see, or the session is no longer indexed.")
@@ -817,8 +905,7 @@ def _own(caller_session: str | None, session_cwd: str, scope: Scope) -> str | No
     """`caller_session` if a session of this cwd can be the caller's own: a
     session is (source, cwd, id), so the same id in another project (outside
     the caller's cwd) is someone else's and its materials get no resource."""
-    path = session_path(session_cwd)
-    return caller_session if path is not None and under(path, scope.cwd) else None
+    return caller_session if scope.in_root(session_cwd) else None
 
 
 def _neg(ts: str | None) -> tuple:

@@ -1,52 +1,40 @@
 """Gates: who may see which sessions (contract §6). Pure functions over small
 values, so every path (index, scan, recall_more) asks the same questions.
 
-Paths are compared resolved and absolute, by whole components: `/a/b` covers
-`/a/b` and `/a/b/c`, never `/a/bc`, and never by basename.
+Paths compare by whole components: `/a/b` covers `/a/b` and `/a/b/c`, never
+`/a/bc`, and never by basename. A recorded cwd is taken as the index stored
+it (normalised lexically at ingest, never resolved through symlinks); the
+caller's cwd is live, so it counts in both spellings, as given and resolved;
+the lists were resolved when the configuration was read (session_recall/paths.py).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 from typing import Literal
 
+from .. import paths
 from ..config import Settings
+from ..paths import under  # noqa: F401  (part of this module's interface)
 from ..text.fold import replace_lone_surrogates
 
 
-@lru_cache(maxsize=4096)
 def resolve(path: str) -> str:
     """Absolute, with `..`, `.`, doubled and trailing slashes and symlinks resolved
-    (as far as the path exists on this machine). A path no file system can hold
-    (one with a NUL character) is only normalised: it names no directory, so
-    it covers only paths spelled under it."""
-    try:
-        return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
-    except ValueError:  # embedded NUL
-        norm = os.path.normpath(os.path.abspath(path))
-        return norm if "\x00" in norm else os.path.realpath(norm)
+    (as far as the path exists on this machine, now: not cached). For a
+    caller's cwd, never for a recorded cwd."""
+    return paths.resolved(os.path.expanduser(path))
 
 
 def session_path(cwd: str) -> str | None:
-    """A session's recorded cwd, resolved; None when it is not absolute. A log
-    may carry anything, and a relative or `~` path would otherwise resolve
-    against whoever is asking: such a session is in no project and passes no
-    allow- or denylist (only an unfiltered all_projects search sees it)."""
-    return resolve(cwd) if os.path.isabs(cwd) else None
-
-
-def under(path: str, root: str) -> bool:
-    """`path` is `root` or inside it, component-wise. Both already resolved."""
-    if root == "/":
-        return path.startswith("/")
-    return path == root or path.startswith(root + "/")
-
-
-def _under_any(path: str, roots: list[str]) -> bool:
-    return any(under(path, resolve(r)) for r in roots)
+    """A session's recorded cwd in compare form (lexical, NFC; no file system
+    is asked); None when it is not absolute. A log may carry anything, and a
+    relative or `~` path would otherwise resolve against whoever is asking:
+    such a session is in no project and passes no allow- or denylist (only an
+    unfiltered all_projects search sees it)."""
+    return paths.key(paths.recorded(cwd)) if os.path.isabs(cwd) else None
 
 
 def cwd_permitted(session_cwd: str, settings: Settings) -> bool:
@@ -54,9 +42,63 @@ def cwd_permitted(session_cwd: str, settings: Settings) -> bool:
     p = session_path(session_cwd)
     if p is None:
         return not settings.allow_cwds and not settings.deny_cwds
-    if _under_any(p, settings.deny_cwds):
-        return False
-    return not settings.allow_cwds or _under_any(p, settings.allow_cwds)
+    rules = settings.path_rules()
+    return not rules.denied(p) and rules.allowed(p)
+
+
+# --- the caller's project ---------------------------------------------------------
+
+
+def _home() -> tuple[str, ...]:
+    home = os.path.expanduser("~")
+    return tuple(dict.fromkeys(paths.key(p) for p in (paths.lexical(home), paths.resolved(home))))
+
+
+def _git_top(path: str, home: tuple[str, ...]) -> str | None:
+    """The top of the git work tree holding `path` (a `.git` folder or file),
+    walking up its own spelling; a repository at or above $HOME does not
+    count (a dotfiles repository at `~` would make every project one)."""
+    p = path
+    while True:
+        if any(paths.under(h, p) for h in home):
+            return None
+        if os.path.exists(os.path.join(p, ".git")):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+
+
+def project_roots(cwd: str) -> tuple[str, ...]:
+    """The project of a directory, in compare form: the top of the git work
+    tree that holds it, else the directory itself; in both spellings (as
+    given and resolved through symlinks), the resolved one first."""
+    given = paths.lexical(os.path.expanduser(replace_lone_surrogates(cwd)))
+    forms = [given] if "\x00" in given else [paths.resolved(given), given]
+    home = _home()
+    roots = []
+    for form in forms:
+        top = _git_top(form, home) if "\x00" not in form else None
+        roots.append(paths.key(top or form))
+    return tuple(dict.fromkeys(roots))
+
+
+def why_wide(roots: tuple[str, ...], caller: tuple[str, ...]) -> str | None:
+    """Why a scope with these roots is wider than one project, or None: it is
+    `/`, `$HOME` or above it, or an ancestor of the caller's own project.
+    Compared casefolded too: a case twin of one of them is as wide."""
+    home = [h.casefold() for h in _home()]
+    own = [c.casefold() for c in caller]
+    for root in roots:
+        r = root.casefold()
+        if r == "/":
+            return "the root directory /"
+        if any(paths.under(h, r) for h in home):
+            return "your home directory or a folder above it"
+        if any(paths.under(c, r) and c != r for c in own):
+            return "a folder above your project"
+    return None
 
 
 Confirm = Callable[[str], bool | None]  # asks the user; None or an exception means nobody answered
@@ -67,14 +109,23 @@ class Scope:
     """Which sessions a query may see, before the lists and session_id."""
 
     kind: Literal["project", "all"]
-    cwd: str  # resolved; the root of a project scope
+    cwd: str  # resolved; the root of a project scope, as the envelope shows it
     session_id: str | None = None
+    # Every spelling of the root (compare form): the resolved one and the one given.
+    roots: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self):
+        if not self.roots:
+            object.__setattr__(self, "roots", (paths.key(self.cwd),))
+
+    def in_root(self, session_cwd: str) -> bool:
+        """The recorded cwd is the root or inside it (any spelling of the root)."""
+        p = session_path(session_cwd)
+        return p is not None and any(paths.under(p, r) for r in self.roots)
 
     def covers_cwd(self, session_cwd: str, settings: Settings) -> bool:
-        if self.kind == "project":
-            p = session_path(session_cwd)
-            if p is None or not under(p, self.cwd):
-                return False
+        if self.kind == "project" and not self.in_root(session_cwd):
+            return False
         return cwd_permitted(session_cwd, settings)
 
     def covers(self, session_cwd: str, session_id: str, settings: Settings) -> bool:
@@ -90,25 +141,43 @@ class Verdict:
 
 
 def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None, all_projects: bool,
-                 confirm: Confirm | None = None) -> Verdict:
-    """The scope a query runs in, or a refusal with a hint (fail closed)."""
+                 confirm: Confirm | None = None, caller_cwd: str | None = None) -> Verdict:
+    """The scope a query runs in, or a refusal with a hint (fail closed).
+    `caller_cwd` is where the caller stands (default: this process's
+    directory); a `cwd` that is `/`, `$HOME` or above the caller's project is
+    an all-projects search for the policy, however it was asked."""
     # Lone surrogates (a non-UTF-8 name from argv, say) are read as U+FFFD, as
     # the indexer read the cwds recorded in logs.
-    root = resolve(replace_lone_surrogates(cwd or os.getcwd()))
+    roots = project_roots(cwd or os.getcwd())
+    project = Scope("project", roots[0], session_id, roots)
     if not all_projects:
-        return Verdict(Scope("project", root, session_id))
+        wide = why_wide(roots, project_roots(caller_cwd or os.getcwd()))
+        if wide is None:
+            return Verdict(project)
+        refusal = _policy(settings, confirm, f"The folder {roots[0]} is {wide}: searching it reads the "
+                                             "sessions of many projects. Allow this search?",
+                          f"the cwd {roots[0]} is {wide}, so this search would read many projects; ")
+        return refusal or Verdict(project)
+    refusal = _policy(settings, confirm, "Allow this search to read sessions from all projects on this machine?", "")
+    return refusal or Verdict(Scope("all", roots[0], session_id, roots))
+
+
+def _policy(settings: Settings, confirm: Confirm | None, question: str, why: str) -> Verdict | None:
+    """The all_projects policy: None lets the search run, else the refusal."""
     policy = settings.all_projects
     if policy == "deny":
-        return Verdict(None, "searching all projects is disabled by policy (all_projects = \"deny\"); "
-                             "search this project instead, or pass the cwd of the project you mean")
+        return Verdict(None, why + "searching all projects is disabled by policy (all_projects = \"deny\"); "
+                                   "search this project instead, or pass the cwd of the one project you mean")
     if policy == "confirm":
         answer = None
         if confirm is not None:
             try:
-                answer = confirm("Allow this search to read sessions from all projects on this machine?")
+                answer = confirm(question)
             except Exception:
                 answer = None
         if answer is not True:
-            return Verdict(None, "searching all projects needs the user's confirmation, and none was given; "
-                                 "search this project instead, or ask the user to allow it")
-    return Verdict(Scope("all", root, session_id))
+            return Verdict(None, why + "searching all projects needs the user's confirmation, and none was given; "
+                                       "search this project instead (or pass the cwd of the one project you "
+                                       "mean), or ask for all projects explicitly (all_projects; on the command "
+                                       "line --all-projects) so that the user is asked")
+    return None
