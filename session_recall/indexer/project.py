@@ -6,6 +6,8 @@ import re
 
 import orjson
 
+from ..text.redact import is_secret_key
+
 # A JSON string literal, and whether a colon follows it (an object's key).
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.DOTALL)
 
@@ -27,6 +29,15 @@ def _deep_strings(text: str) -> list[str]:
     return out
 
 
+
+def _keyed(key: str, value: str) -> str:
+    """A string under a secret-naming key (`password`, `api_key`, `auth`...),
+    written as `"key": "value"` so that the redactor takes the value whatever
+    its shape (its own quotes become `'`, its line breaks spaces)."""
+    v = value.replace('"', "'").replace("\n", " ").replace("\r", " ")
+    return f'"{key}": "{v}"'
+
+
 def _leaves(value, out: list[str]) -> None:
     """The string and number leaves of a decoded JSON value, in document order.
     Iterative: a tool result nested a thousand levels deep must not exhaust
@@ -38,7 +49,8 @@ def _leaves(value, out: list[str]) -> None:
             if value:
                 out.append(value)
         elif isinstance(value, dict):
-            stack.extend(reversed(value.values()))
+            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and is_secret_key(k) else v
+                                   for k, v in value.items()]))
         elif isinstance(value, list):
             stack.extend(reversed(value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -624,7 +624,8 @@ class Syncer:
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text."""
+        are re-redacted and re-tokenized from their stored text, and so are
+        titles and attachment ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -647,14 +648,21 @@ class Syncer:
                     items = orjson.loads(atts)
                     for a in items:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
+                        a["id"], _ = self.redactor.redact_id(a["id"])
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
                 body, nfkc, ntok = fts_body(text, names)
                 self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ? WHERE id = ?",
                                   (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+            # Titles too: a session whose file is gone keeps the title it had.
+            for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
+                new, n = self.redactor.redact(title, keep_placeholders=True)
+                if n:
+                    self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+            self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
             # The kept messages were re-redacted in place: their old text is in
             # freed space of pages not zeroed on older databases, and the old
             # FTS5 table's pages were dropped; the end of the pass VACUUMs.
