@@ -332,7 +332,7 @@ class Builder:
                                "marker": marker(k)} for k in self.kinds],
                     "placeholders": PLACEHOLDERS, "placeholder_word": PLACEHOLDER_WORD,
                     "plants": [asdict(p) for p in self.plants]}
-        (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (self.out / "manifest.json").write_text(json.dumps(manifest))
         return manifest
 
 
