@@ -35,14 +35,15 @@ DIGITS = string.digits
 
 
 def r(rng: random.Random, n: int, alphabet: str = ALNUM) -> str:
-    return "".join(rng.choice(alphabet) for _ in range(n))
+    return "".join(rng.choices(alphabet, k=n))
 
 
 def password(rng: random.Random, n: int = 18, extra: str = "") -> str:
     """A password people use: mixed case, digits, some punctuation, and
     at least one letter and digit in every 6 characters (never a word)."""
-    pool = ALNUM + extra
-    return "".join(rng.choice(ALNUM if i % 3 == 0 else pool) for i in range(n))
+    chars = rng.choices(ALNUM + extra, k=n)
+    chars[::3] = rng.choices(ALNUM, k=len(chars[::3]))
+    return "".join(chars)
 
 
 # --- syntaxes ---------------------------------------------------------------------

@@ -32,12 +32,14 @@ draws other values.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -180,14 +182,17 @@ class Run:
         self.corpus = root / "corpus"
         self.manifest = build(self.corpus, full=FULL, seed=PLANTED_SEED)
         self.plants = self.manifest["plants"]
-        self.needles = Needles(self.plants)
         self.recall = Recall(root)
         # where each plant was found: plant id -> set of places
         self.found: dict[int, set[str]] = defaultdict(set)
         self.notes: list[str] = []
+        self.scanned: dict[str, tuple[bytes, set[int]]] = {}
 
         srcs = [str(self.corpus / d) for d in ("claude-code", "codex", "canonical")]
-        done = self.recall.run("index", "--json", *srcs)
+        with ThreadPoolExecutor(1) as pool:  # the needles are cut while `recall index` runs
+            indexing = pool.submit(self.recall.run, "index", "--json", *srcs)
+            self.needles = Needles(self.plants)
+            done = indexing.result()
         assert done.returncode == 0, done.stderr
         self.index_report = json.loads(done.stdout)
         self.look_at_files("after index")
@@ -202,8 +207,14 @@ class Run:
 
     def look_at_files(self, stage: str) -> None:
         for name, blob in self.recall.files().items():
-            for pid in self.needles.scan(blob):
-                self.found[pid].add(f"{name.replace('recall.db', 'db') or 'db'} {stage}")
+            digest = hashlib.blake2b(blob).digest()
+            if name in self.scanned and self.scanned[name][0] == digest:
+                hits = self.scanned[name][1]  # the same bytes as at the stage before
+            else:
+                hits = self.needles.scan(blob)
+                self.scanned[name] = (digest, hits)
+            for pid in hits:
+                self.found[pid].add(f"{name.replace('recall.db', 'db')} {stage}")
 
     def search_everything(self) -> None:
         """Every page of every query of the surrounding words, mask and hash."""
@@ -272,31 +283,41 @@ class Run:
 
     # --- reports -------------------------------------------------------------------------
 
-    def table(self, places: dict[int, set[str]], title: str) -> str:
-        """Leaks by kind: a summary line per kind, then (kind, format, field, syntax, where)."""
-        by_kind: dict[str, list[tuple[dict, set[str]]]] = defaultdict(list)
-        for pid, where in places.items():
-            by_kind[self.plants[pid]["kind"]].append((self.plants[pid], where))
-        total = {k["name"]: 0 for k in self.manifest["kinds"]}
+    def table(self, places: dict[int, set[str]], title: str, *, detail: bool = False) -> str:
+        """Leaks by kind: a line per kind (how many of its values leak, in
+        which formats), then a row per kind, format and field with the
+        syntaxes that leak there and where they were found (with `detail`,
+        a row per syntax, with an example of the text planted)."""
+        total: dict[str, int] = {k["name"]: 0 for k in self.manifest["kinds"]}
         for p in self.plants:
             total[p["kind"]] += 1
-        lines = [f"{title}: {len(by_kind)} of {len(total)} kinds leak, "
-                 f"{len(places)} of {len(self.plants)} planted values",
+        by_kind: dict[str, list[dict]] = defaultdict(list)
+        for pid in places:
+            by_kind[self.plants[pid]["kind"]].append(self.plants[pid])
+        lines = [f"{title}: {len(by_kind)} of {len(total)} kinds leak "
+                 f"({len(places)} of {len(self.plants)} planted values)",
                  "", "kind | leaked/planted | formats", "---|---|---"]
         for kind in sorted(by_kind):
-            fmts = sorted({p["format"] for p, _ in by_kind[kind]})
+            fmts = sorted({p["format"] for p in by_kind[kind]})
             lines.append(f"{kind} | {len(by_kind[kind])}/{total[kind]} | {', '.join(fmts)}")
-        lines += ["", "kind | format | field | syntax | where found | example", "---|---|---|---|---|---"]
-        rows = defaultdict(lambda: [set(), None])
-        for kind, items in by_kind.items():
-            for p, where in items:
-                row = rows[(kind, p["format"], p["field"], p["syntax"])]
-                row[0] |= where
-                row[1] = row[1] or p["text"]
-        for (kind, fmt, field, syntax), (where, example) in sorted(rows.items()):
-            ex = example.replace("\n", "\\n")
-            ex = ex if len(ex) <= 90 else ex[:87] + "..."
-            lines.append(f"{kind} | {fmt} | {field} | {syntax} | {'; '.join(sorted(where))} | {ex}")
+        rows: dict[tuple, list] = defaultdict(lambda: [set(), set(), None])
+        for pid, where in places.items():
+            p = self.plants[pid]
+            key = (p["kind"], p["format"], p["field"]) + ((p["syntax"],) if detail else ())
+            rows[key][0].add(p["syntax"])
+            rows[key][1] |= where
+            rows[key][2] = rows[key][2] or p["text"]
+        if detail:
+            lines += ["", "kind | format | field | syntax | where found | example", "---|---|---|---|---|---"]
+        else:
+            lines += ["", "kind | format | field | syntaxes | where found", "---|---|---|---|---"]
+        for key, (syntaxes, where, example) in sorted(rows.items()):
+            cells = list(key) if detail else [*key, " ".join(sorted(syntaxes))]
+            cells.append("; ".join(sorted(where)))
+            if detail:
+                ex = example.replace("\n", "\\n")
+                cells.append(ex if len(ex) <= 90 else ex[:87] + "...")
+            lines.append(" | ".join(cells))
         return "\n".join(lines)
 
 
@@ -305,7 +326,7 @@ def run(tmp_path_factory) -> Run:
     r = Run(tmp_path_factory.mktemp("planted"))
     report = os.environ.get("RECALL_PLANTED_REPORT")
     if report:
-        Path(report).write_text(r.table(r.found, "planted secrets found") + "\n")
+        Path(report).write_text(r.table(r.found, "planted secrets found", detail=True) + "\n")
     return r
 
 
@@ -349,12 +370,14 @@ def test_the_corpus_covers_every_kind_format_and_field(run):
 def test_no_planted_secret_is_in_the_database_its_wal_or_its_shm(run):
     found = _only(run.found, "db")
     assert run.doctor.returncode == 0, run.doctor.stdout + run.doctor.stderr
-    assert not found, "\n" + run.table(found, "planted secrets in the database files")
+    if found:
+        pytest.fail(run.table(found, "planted secrets in the database files"), pytrace=False)
 
 
 def test_no_planted_secret_is_in_any_search_output(run):
     found = _only(run.found, "search")
-    assert not found, "\n" + run.table(found, "planted secrets in `recall search --json` output")
+    if found:
+        pytest.fail(run.table(found, "planted secrets in `recall search --json` output"), pytrace=False)
 
 
 def test_every_secret_shaped_query_is_refused(run):
@@ -368,8 +391,9 @@ def test_every_secret_shaped_query_is_refused(run):
         if status != "refused" or echoed:
             shown = q.replace("\n", "\\n")
             bad.append(f"{p['kind']} | {shown[:70]} | status {status}" + (" | the secret is echoed" if echoed else ""))
-    assert not bad, (f"\n{len(bad)} of {len(run.refusals)} secret-shaped queries not refused:\n"
-                     "kind | query | answer\n---|---|---\n" + "\n".join(bad))
+    if bad:
+        pytest.fail(f"{len(bad)} of {len(run.refusals)} secret-shaped queries not refused:\n"
+                    "kind | query | answer\n---|---|---\n" + "\n".join(bad), pytrace=False)
 
 
 def test_placeholders_stay_readable_and_searchable(run):
