@@ -176,7 +176,7 @@ class Builder:
         for p in self.renderings_single(kind, "claude-code", "attachment_name", path):
             entry("user", {"role": "user", "content": [
                 {"type": "text", "text": f"{m} the file is attached"},
-                {"type": "document", "title": f"{m} {p.value}.txt",
+                {"type": "document", "title": f"{m} {p.text}.txt",
                  "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}]})
         # injected text (system, not indexed) and noise
         text, _ = self.joined(kind, "claude-code", "meta_user", path)
@@ -194,8 +194,10 @@ class Builder:
         path.write_text("".join(_line(o) for o in lines))
 
     def renderings_single(self, kind: Kind, fmt: str, field: str, file: Path) -> list[Plant]:
-        """One bare value, for fields that hold a value alone (a file name)."""
-        return [self.plant(kind, "name", fmt, field, file)]
+        """One value for fields that hold a value alone (a file name): bare
+        when the kind has a shape of its own, else after its key (a random
+        string with neither is no secret anybody can tell)."""
+        return [self.plant(kind, "name" if kind.shaped else "env", fmt, field, file)]
 
     # --- Codex ------------------------------------------------------------------------
 
@@ -218,7 +220,7 @@ class Builder:
         text, _ = self.joined(kind, "codex", "user_message", path)
         atts = self.renderings_single(kind, "codex", "attachment_path", path)
         put("event_msg", {"type": "user_message", "message": text, "images": [],
-                          "local_images": [f"{CWD}/shots/{m}-{p.value.replace('/', '_')}.png" for p in atts]})
+                          "local_images": [f"{CWD}/shots/{m}-{p.text.replace('/', '_')}.png" for p in atts]})
         text, _ = self.joined(kind, "codex", "response_item_message", path)
         put("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
         text, _ = self.joined(kind, "codex", "reasoning", path)
@@ -298,7 +300,7 @@ class Builder:
         msg("r2", "tool_result", text, "t2")
         for p in self.renderings_single(kind, "canonical", "attachment_name", path):
             msg("f1", "user", f"{m} the file is attached", "t3",
-                attachments=[{"id": f"att-{p.id}", "name": f"{m} {p.value}.txt", "mime_type": "text/plain",
+                attachments=[{"id": f"att-{p.id}", "name": f"{m} {p.text}.txt", "mime_type": "text/plain",
                               "bytes": 10}])
         text, _ = self.joined(kind, "canonical", "noise", path)
         lines.append({"type": "progress", "session_id": sid, "output": text})

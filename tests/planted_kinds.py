@@ -72,6 +72,8 @@ SYNTAXES: dict[str, Callable[[str, str], str]] = {
     "password_flag": lambda k, v: f"psql-admin --user admin --password {v} --host db.internal",
     "mysql_p": lambda k, v: f"mysql -u root -p{v} -h db.internal shop",
     "sshpass": lambda k, v: f"sshpass -p '{v}' ssh deploy@10.20.0.12 uptime",
+    # ~/.aws/credentials
+    "aws_credentials": lambda k, v: f"[default]\naws_access_key_id = AKIA{'Q' * 16}\naws_secret_access_key = {v}",
     "native": lambda k, v: v,
     "native_env": lambda k, v: f"{k}={v}",
     "native_json": lambda k, v: json.dumps({_lower(k): v}),
@@ -517,7 +519,7 @@ KINDS: list[Kind] = [
     K("aws_access_key_id", "AWS_ACCESS_KEY_ID", prefixed("AKIA", 16, UPPER), TOKEN, True, True, "gitleaks aws-access-token"),
     K("aws_temp_key_id", "AWS_ACCESS_KEY_ID", prefixed("ASIA", 16, UPPER), KEYED, False, True,
       "gitleaks aws-access-token"),
-    K("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", _raw(40, B64), KEYED + ("prose",), True, False,
+    K("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY", _raw(40, B64), KEYED + ("aws_credentials",), True, False,
       "detect-secrets AWSKeyDetector (secret key by keyword)"),
     K("aws_session_token", "AWS_SESSION_TOKEN", _aws_session, KEYED, False, True, "AWS STS session token"),
     K("gcp_service_account", "GOOGLE_CREDENTIALS", _gcp_service_account, BLOCK, True, True,
