@@ -132,9 +132,9 @@ sys.stdout.write(json.dumps(out))
 
 
 class Recall:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, db: str = "recall.db"):
         self.root = root
-        self.db = root / "recall.db"
+        self.db = root / db
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("RECALL_")}
         self.env.update(XDG_DATA_HOME=str(root / "xdg-data"), XDG_CONFIG_HOME=str(root / "xdg-config"))
         self.configs = {}
@@ -195,18 +195,40 @@ class Run:
             done = indexing.result()
         assert done.returncode == 0, done.stderr
         self.index_report = json.loads(done.stdout)
-        self.look_at_files("after index")
+        self.look_at_files("index")
 
         done = self.recall.run("doctor", "--repair", "--json")
         self.doctor = done
-        self.look_at_files("after doctor --repair")
+        self.look_at_files("doctor --repair")
+
+        self.stream_in_stages(root)
 
         self.outputs: list[dict] = []
         self.search_everything()
         self.refusals = self.refuse_everything()
 
-    def look_at_files(self, stage: str) -> None:
-        for name, blob in self.recall.files().items():
+    def stream_in_stages(self, root: Path) -> None:
+        """The canonical logs again, into a database of their own, appended
+        in stages with a `recall index` after each (as the watcher reads a
+        log being written): each stage ends inside the streams, so a
+        secret's head is read a sync before its tail."""
+        stages = 6 if FULL else 2
+        logs = root / "streamed"
+        logs.mkdir()
+        recall = Recall(root, "streamed.db")
+        files = {f.name: f.read_bytes().splitlines(keepends=True)
+                 for f in sorted((self.corpus / "canonical").glob("*.jsonl"))}
+        for k in range(1, stages + 1):
+            for name, lines in files.items():
+                deltas = [i for i, ln in enumerate(lines) if b'"message_delta"' in ln]
+                cut = len(lines) if k == stages or not deltas else deltas[len(deltas) * k // stages]
+                (logs / name).write_bytes(b"".join(lines[:cut]))
+            done = recall.run("index", "--kind", "canonical", str(logs))
+            assert done.returncode == 0, done.stderr
+            self.look_at_files(f"streamed, sync {k}/{stages}", recall)
+
+    def look_at_files(self, stage: str, recall: Recall | None = None, label: str = "db") -> None:
+        for name, blob in (recall or self.recall).files().items():
             digest = hashlib.blake2b(blob).digest()
             if name in self.scanned and self.scanned[name][0] == digest:
                 hits = self.scanned[name][1]  # the same bytes as at the stage before
@@ -214,7 +236,8 @@ class Run:
                 hits = self.needles.scan(blob)
                 self.scanned[name] = (digest, hits)
             for pid in hits:
-                self.found[pid].add(f"{name.replace('recall.db', 'db')} {stage}")
+                suffix = name.rsplit(".db", 1)[1]
+                self.found[pid].add(f"{label}{suffix} ({stage})")
 
     def search_everything(self) -> None:
         """Every page of every query of the surrounding words, mask and hash."""
@@ -233,7 +256,7 @@ class Run:
                 nxt = []
                 for (q, _c), res in zip(pending, results):
                     self.outputs.append({"mode": mode, "query": q, **res})
-                    where = f"search {q!r} ({mode})"
+                    where = f"search {mode} {q!r}"
                     try:
                         env = json.loads(res["stdout"])
                     except ValueError:
@@ -283,6 +306,17 @@ class Run:
 
     # --- reports -------------------------------------------------------------------------
 
+    @staticmethod
+    def places(where: set[str]) -> str:
+        """`db (index), db-wal (index); search mask: 'a', 'b'`."""
+        files = sorted(w for w in where if not w.startswith("search "))
+        queries: dict[str, list[str]] = defaultdict(list)
+        for w in sorted(where - set(files)):
+            _, mode, q = w.split(" ", 2)
+            queries[mode].append(q)
+        return "; ".join([", ".join(files)] * bool(files)
+                         + [f"search {mode}: {', '.join(qs)}" for mode, qs in sorted(queries.items())])
+
     def table(self, places: dict[int, set[str]], title: str, *, detail: bool = False) -> str:
         """Leaks by kind: a line per kind (how many of its values leak, in
         which formats), then a row per kind, format and field with the
@@ -313,7 +347,7 @@ class Run:
             lines += ["", "kind | format | field | syntaxes | where found", "---|---|---|---|---"]
         for key, (syntaxes, where, example) in sorted(rows.items()):
             cells = list(key) if detail else [*key, " ".join(sorted(syntaxes))]
-            cells.append("; ".join(sorted(where)))
+            cells.append(self.places(where))
             if detail:
                 ex = example.replace("\n", "\\n")
                 cells.append(ex if len(ex) <= 90 else ex[:87] + "...")
