@@ -216,7 +216,9 @@ class Run:
         logs = root / "streamed"
         logs.mkdir()
         recall = Recall(root, "streamed.db")
-        files = {f.name: f.read_bytes().splitlines(keepends=True)
+        # only the session lines and the streams: the rest was read above
+        files = {f.name: [ln for ln in f.read_bytes().splitlines(keepends=True)
+                          if b'"type": "session"' in ln or b'"message_id": "delta_' in ln]
                  for f in sorted((self.corpus / "canonical").glob("*.jsonl"))}
         for k in range(1, stages + 1):
             for name, lines in files.items():
