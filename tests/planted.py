@@ -23,7 +23,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tests.planted_kinds import PLACEHOLDERS, SYNTAXES, Kind, kinds
+if __package__:  # python -m tests.planted
+    from .planted_kinds import PLACEHOLDERS, SYNTAXES, Kind, kinds
+else:  # imported by a test (pytest puts tests/ on the path, as for conftest and oracle)
+    from planted_kinds import PLACEHOLDERS, SYNTAXES, Kind, kinds
 
 CWD = "/home/ada/shop"
 PLACEHOLDER_WORD = "plugboard"

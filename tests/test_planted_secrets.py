@@ -44,9 +44,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import recall_command
-from tests.planted import PLACEHOLDER_WORD, SEED, build
-from tests.planted_kinds import BY_NAME, PLACEHOLDER_PIECES
+from conftest import recall_command
+from planted import PLACEHOLDER_WORD, SEED, build
+from planted_kinds import BY_NAME, PLACEHOLDER_PIECES
 
 FULL = os.environ.get("RECALL_PLANTED_FULL", "") not in ("", "0")
 PLANTED_SEED = int(os.environ.get("RECALL_PLANTED_SEED", SEED))
