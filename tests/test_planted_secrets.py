@@ -203,9 +203,15 @@ class Run:
 
         self.stream_in_stages(root)
 
+        # the refusals and the placeholders ride with the first batch of searches
+        pairs = self.refusal_queries()
+        placeholder_queries = [PLACEHOLDER_WORD, "your-api-key-here", "YOUR_TOKEN_HERE", "xxxxxxxx"]
+        extra = [["search", "--json", "--all-projects", "--", q] for _, q in pairs]
+        extra += [search_argv(q) for q in placeholder_queries]
         self.outputs: list[dict] = []
-        self.search_everything()
-        self.refusals = self.refuse_everything()
+        extra_results = self.search_everything(extra)
+        self.refusals = self.refuse_everything(pairs, extra_results[: len(pairs)])
+        self.placeholder_results = extra_results[len(pairs):]
 
     def stream_in_stages(self, root: Path) -> None:
         """The canonical logs again, into a database of their own, appended
@@ -241,8 +247,10 @@ class Run:
                 suffix = name.rsplit(".db", 1)[1]
                 self.found[pid].add(f"{label}{suffix} ({stage})")
 
-    def search_everything(self) -> None:
-        """Every page of every query of the surrounding words, mask and hash."""
+    def search_everything(self, extra: list[list[str]]) -> list[dict]:
+        """Every page of every query of the surrounding words, mask and hash;
+        the answers of `extra` (mask mode) are returned."""
+        extra_results: list[dict] = []
         queries = [k["marker"] for k in self.manifest["kinds"]] + SURROUNDING
         keys = sorted({BY_NAME[k["name"]].key.lower() for k in self.manifest["kinds"]})
         queries += keys
@@ -254,7 +262,12 @@ class Run:
             for _ in range(PAGES):
                 if not pending:
                     break
-                results = self.recall.many([search_argv(q, c) for q, c in pending], mode=mode)
+                argvs = [search_argv(q, c) for q, c in pending]
+                if mode == "mask" and not extra_results:
+                    results = self.recall.many(argvs + extra, mode=mode)
+                    results, extra_results = results[: len(argvs)], results[len(argvs):]
+                else:
+                    results = self.recall.many(argvs, mode=mode)
                 nxt = []
                 for (q, _c), res in zip(pending, results):
                     self.outputs.append({"mode": mode, "query": q, **res})
@@ -275,6 +288,7 @@ class Run:
         for t, wheres in texts.items():
             for pid in self.needles.scan(t.encode()):
                 self.found[pid] |= wheres
+        return extra_results
 
     def refusal_queries(self) -> list[tuple[dict, str]]:
         """(plant, query): one plant of each kind, by its first syntax."""
@@ -293,9 +307,7 @@ class Run:
                 out.append((p, f"{kind.key}={p['value']}"))
         return out
 
-    def refuse_everything(self) -> list[tuple[dict, str, dict]]:
-        pairs = self.refusal_queries()
-        results = self.recall.many([["search", "--json", "--all-projects", "--", q] for _, q in pairs])
+    def refuse_everything(self, pairs: list[tuple[dict, str]], results: list[dict]) -> list[tuple[dict, str, dict]]:
         out = []
         for (p, q), res in zip(pairs, results):
             out.append((p, q, res))
@@ -433,8 +445,7 @@ def test_every_secret_shaped_query_is_refused(run):
 
 
 def test_placeholders_stay_readable_and_searchable(run):
-    res = run.recall.many([search_argv(PLACEHOLDER_WORD)] + [search_argv(p) for p in
-                                                            ("your-api-key-here", "YOUR_TOKEN_HERE", "xxxxxxxx")])
+    res = run.placeholder_results
     env = json.loads(res[0]["stdout"])
     text = "\n".join(m["text"] for r in env["results"] for m in r["passage"]["messages"])
     assert env["results"], env
