@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import uuid
@@ -122,7 +123,7 @@ class Builder:
     @staticmethod
     def fragments(text: str, points: list[int]) -> list[str]:
         bounds = [0, *points, len(text)]
-        return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+        return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
     # --- Claude Code ----------------------------------------------------------------
 

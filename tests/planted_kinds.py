@@ -22,8 +22,8 @@ import base64
 import json
 import random
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits
@@ -231,14 +231,16 @@ def _aws_session(rng):
 
 def _azure_conn(rng):
     key = r(rng, 86, B64) + "=="
-    return (f"DefaultEndpointsProtocol=https;AccountName=shop{r(rng, 6, LOWER)};AccountKey={key};"
-            "EndpointSuffix=core.windows.net", key[:86])
+    conn = (f"DefaultEndpointsProtocol=https;AccountName=shop{r(rng, 6, LOWER)};AccountKey={key};"
+            "EndpointSuffix=core.windows.net")
+    return conn, key[:86]
 
 
 def _azure_sas(rng):
     sig = r(rng, 20) + "%2B" + r(rng, 20) + "%2F" + r(rng, 3) + "%3D"
-    return (f"https://shop{r(rng, 6, LOWER)}.blob.core.windows.net/backups/db.bak?sv=2022-11-02&ss=b&srt=o"
-            f"&sp=r&se=2026-12-31T00:00:00Z&spr=https&sig={sig}", sig)
+    url = (f"https://shop{r(rng, 6, LOWER)}.blob.core.windows.net/backups/db.bak?sv=2022-11-02&ss=b&srt=o"
+           f"&sp=r&se=2026-12-31T00:00:00Z&spr=https&sig={sig}")
+    return url, sig
 
 
 def _azure_client_secret(rng):
@@ -299,11 +301,9 @@ def _jdbc_mysql(rng):
 
 
 def _kube_token(rng):
-    tok = r(rng, 6, LOWER) + "." + r(rng, 16, LOWER)
     sa = "eyJhbGciOiJSUzI1NiIsImtpZCI6IiJ9.eyJ" + r(rng, 100, B64URL) + "." + r(rng, 80, B64URL)
     text = ("apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n"
             "  name: prod\nusers:\n- name: admin\n  user:\n    token: " + sa + "\n")
-    del tok
     return text, sa.split(".")[1][3:]
 
 

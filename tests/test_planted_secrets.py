@@ -43,7 +43,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import recall_command
 from planted import PLACEHOLDER_WORD, SEED, build
 from planted_kinds import BY_NAME, PLACEHOLDER_PIECES
@@ -146,13 +145,13 @@ class Recall:
     def run(self, *args: str, mode: str = "mask", timeout: float = 300) -> subprocess.CompletedProcess:
         env = {**self.env, "RECALL_CONFIG": str(self.configs[mode])}
         return subprocess.run([*recall_command(), "--db", str(self.db), *args], capture_output=True, text=True,
-                              timeout=timeout, cwd=self.root, env=env)
+                              timeout=timeout, check=False, cwd=self.root, env=env)
 
     def many(self, argvs: list[list[str]], mode: str = "mask") -> list[dict]:
         env = {**self.env, "RECALL_CONFIG": str(self.configs[mode])}
         full = [["--db", str(self.db), *a] for a in argvs]
         done = subprocess.run([sys.executable, "-c", _DRIVER], input=json.dumps(full), capture_output=True,
-                              text=True, timeout=600, cwd=self.root, env=env)
+                              text=True, timeout=600, check=False, cwd=self.root, env=env)
         assert done.returncode == 0, done.stderr[-4000:]
         return json.loads(done.stdout)
 
@@ -342,8 +341,8 @@ class Run:
         by_kind: dict[str, list[dict]] = defaultdict(list)
         for pid in places:
             by_kind[self.plants[pid]["kind"]].append(self.plants[pid])
-        lines = [f"{title}: {len(by_kind)} of {len(total)} kinds leak "
-                 f"({len(places)} of {len(self.plants)} planted values)",
+        lines = [(f"{title}: {len(by_kind)} of {len(total)} kinds leak "
+                 f"({len(places)} of {len(self.plants)} planted values)"),
                  "", "kind | leaked/planted | formats", "---|---|---"]
         for kind in sorted(by_kind):
             fmts = sorted({p["format"] for p in by_kind[kind]})
