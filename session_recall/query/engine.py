@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterator
 
 import apsw
 
@@ -140,15 +141,7 @@ class Engine:
         run = Run()
         if question and len(question) > QUESTION_MAX_CHARS:
             run.gaps["question"] = E.question_gap(QUESTION_MAX_CHARS, len(question))
-        need = offset + limit
-        selected, more = select(self._ranked(terms, kw_terms, kw_group, scope, run), limit, need,
-                                self.ranking.candidate_budget)
-        partial = False
-        if not selected and len(terms) > self.ranking.partial_max_terms and not kw_terms:
-            run.gaps["partial"] = E.partial_gap(len(terms), self.ranking.partial_max_terms)
-        elif not selected and len(terms) >= 2 and not kw_terms:
-            selected, more, run = self._partial(terms, scope, run, limit, need)
-            partial = bool(selected)
+        selected, more, partial, run = self._select(terms, kw_terms, kw_group, scope, run, limit, offset + limit)
         # 6. passages
         rend = P.Renderer(self.settings.redaction)
         results, left_out = P.collect(self.conn, selected[offset:], terms=[t.folded for t in terms],
@@ -178,6 +171,22 @@ class Engine:
                 return "unknown_session", E.unknown_session_hint(session_id, scope)
         return None
 
+    def _select(self, terms: list[Term], kw_terms: list[Term], kw_group: dict[str, int], scope: Scope, run: Run,
+                limit: int, need: int) -> tuple[list[Hit], bool, bool, Run]:
+        """The first `need` passages' hits in final order, whether more
+        exist, whether they are partial matches, and the run that found them."""
+        selected, more = select(self._ranked(terms, kw_terms, kw_group, scope, run), limit, need,
+                                self.ranking.candidate_budget)
+        if selected or kw_terms:
+            return selected, more, False, run
+        if len(terms) > self.ranking.partial_max_terms:
+            run.gaps["partial"] = E.partial_gap(len(terms), self.ranking.partial_max_terms)
+            return selected, more, False, run
+        if len(terms) < 2:
+            return selected, more, False, run
+        selected, more, run = self._partial(terms, scope, run, limit, need)
+        return selected, more, bool(selected), run
+
     def _ranked(self, terms: list[Term], kw_terms: list[Term], kw_group: dict[str, int], scope: Scope,
                 run: Run):
         """Verified hits in rank order: a query's terms AND-filter (ranked by
@@ -199,6 +208,7 @@ class Engine:
         them (with the first run's gaps and candidates)."""
         partial_run = Run()
         alive = self.retriever.possible(terms, self.retriever.universe(scope))
+        ranked: Iterator[Hit]
         if not alive:
             ranked = iter(())
         elif len(alive) == 1:  # every hit has the one term: coverage ties, rank order stands

@@ -250,9 +250,10 @@ class Retriever:
                 return
             share = scoped / total
         if ranked and share >= self.ranking.ranked_first_share:
-            n = yield from self._ranked_first(expr, scope_sql, params, score, order, first, share)
-            if n is None:
+            proven = yield from self._ranked_first(expr, scope_sql, params, score, order, first, share)
+            if proven is None:
                 return
+            n = proven
         page = 0
         for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params, first, n]):
             page += 1
