@@ -11,6 +11,7 @@ import orjson
 
 from .config import Settings, default_db, load_settings
 from .indexer.files import Limits
+from .indexer.sources import default_folders
 from .indexer.sync import Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import Engine
@@ -85,15 +86,7 @@ class Index:
         Returns where they came from ("config", "defaults") and (path, kind)."""
         if self.settings.sources:
             return "config", self.configured_sources()
-        found = []
-        claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
-        codex = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-        for path, kind in ((os.path.join(claude, "projects"), "claude-code"),
-                           (os.path.join(codex, "sessions"), "codex"),
-                           (os.path.join(codex, "archived_sessions"), "codex")):
-            if os.path.isdir(path):
-                found.append((path, kind))
-        return "defaults", found
+        return "defaults", [(path, kind) for path, kind in default_folders() if os.path.isdir(path)]
 
     def register_default_sources(self) -> tuple[str, list[tuple[str, str]]]:
         """Register default_sources() so that a sync or watch of known sources includes them."""

@@ -9,6 +9,7 @@ transaction, so a resumed read continues exactly where the last one stopped.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -86,6 +87,12 @@ def _redact_unkeyed(text: str) -> str:
 
 class Parser:
     kind: ClassVar[str]
+    # Where the harness keeps its logs by default, if it has such a place:
+    # the environment variable that moves its home, the home under the
+    # user's, and the log folders inside it (Index.default_sources).
+    home_env: ClassVar[str | None] = None
+    home: ClassVar[str | None] = None
+    folders: ClassVar[tuple[str, ...]] = ()
     # The bytes that every line this kind indexes contains (its "type"
     # values); see is_noise.
     indexed_types: ClassVar[re.Pattern[bytes]]
@@ -148,6 +155,23 @@ def kinds() -> dict[str, type[Parser]]:
     from .codex import CodexParser
 
     return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser)}
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every source kind, and "auto" (detected per file) first."""
+    return ("auto", *kinds())
+
+
+def default_folders() -> list[tuple[str, str]]:
+    """(folder, kind) of every harness's default log folders, whether or not
+    they exist on this machine."""
+    out = []
+    for name, parser in kinds().items():
+        if parser.home is None:
+            continue
+        home = os.environ.get(parser.home_env or "") or os.path.join(os.path.expanduser("~"), parser.home)
+        out += [(os.path.join(home, folder), name) for folder in parser.folders]
+    return out
 
 
 def detect_kind(first_lines: list[bytes]) -> str | None:
