@@ -295,6 +295,14 @@ class Corpus:
 
 
 @pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    """An empty project folder, the cwd that recall tests index and query."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
+
+
+@pytest.fixture
 def isolated_settings(tmp_path: Path, monkeypatch):
     """Settings come only from what a test passes: no RECALL_* variables of
     the environment, and an empty config file instead of the user's (for

@@ -1,0 +1,53 @@
+"""Partial matches and questions: two terms never together give marked partial
+matches; a question alone finds the right session in Chinese and English."""
+
+from __future__ import annotations
+
+
+
+
+
+def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
+    corpus.session("s1", proj).say("m1", "the alpha release is out")
+    corpus.session("s2", proj).say("m1", "beta testers signed up")
+    corpus.session("s3", proj).say("m1", "alpha and gamma, but not the other one")
+    ix = corpus.open()
+    env = ix.recall("alpha beta", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results and all(r.partial for r in env.results)
+    assert "partial" in env.hint and "'alpha'" in env.hint and "'beta'" in env.hint
+    assert {tuple(r.matched_terms) for r in env.results} == {("alpha",), ("beta",)}
+    env = ix.recall("alpha beta gamma", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results[0].session_id == "s3" and sorted(env.results[0].matched_terms) == ["alpha", "gamma"]
+    # when the terms do meet, nothing is partial
+    env = ix.recall("alpha gamma", cwd=str(proj))
+    assert env.status == "ok" and [r.partial for r in env.results] == [False]
+    assert "partial" not in env.hint
+
+
+def test_a_question_alone_finds_the_right_session_in_chinese_and_english(proj, corpus):
+    zh = corpus.session("zh", proj, title="简历模板的字体", started_at="2026-11-24T14:02:00Z")
+    zh.say("u1", "上周给简历选的什么字体？我想把中文部分也统一一下。")
+    zh.say("a1", "上周我们给简历正文选了 Source Serif 4，中文部分建议用思源宋体。", role="assistant")
+    en = corpus.session("en", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
+    en.say("u1", "Which font should we use for the résumé? It has to print well.")
+    en.say("a1", "Let's pick Source Serif 4 for the body and Inter for headings.", role="assistant")
+    noise = corpus.session("noise", proj, started_at="2026-11-28T10:00:00Z")
+    noise.say("u1", "简历的页边距再调小一点", turn="t1")
+    noise.say("u2", "The checkout button needs a bigger font-size.", turn="t2")
+    noise.say("u3", "字体文件太大了，压缩一下", turn="t3")
+    ix = corpus.open()
+    env = ix.recall(query="", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "zh"
+    assert {"简历", "字体"} <= set(env.diagnostics.terms)
+    assert any(m.is_hit for m in env.results[0].passage.messages)
+    env = ix.recall(query="", question="Which font did we pick for the résumé last week?", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "en"
+    assert "font" in env.diagnostics.terms and "résumé" in env.diagnostics.terms
+    # a question with a query: the query still filters (AND), the question ranks
+    env = ix.recall("serif", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert {r.session_id for r in env.results} == {"zh", "en"}
+    assert env.results[0].session_id == "zh"
