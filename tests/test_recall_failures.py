@@ -3,7 +3,6 @@ failure class has its own status and a hint saying what to do next."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from session_recall.model import Envelope

@@ -3,8 +3,7 @@ matches; a question alone finds the right session in Chinese and English."""
 
 from __future__ import annotations
 
-
-
+from tests.helpers import write
 
 
 def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
@@ -51,3 +50,18 @@ def test_a_question_alone_finds_the_right_session_in_chinese_and_english(proj, c
     env = ix.recall("serif", question="上周给简历选的什么字体？", cwd=str(proj))
     assert {r.session_id for r in env.results} == {"zh", "en"}
     assert env.results[0].session_id == "zh"
+
+
+def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonical):
+    """Question mode verifies and re-scores only the first QUESTION_POOL hits
+    in bm25 order (docs/recall.md), however many messages hold a keyword."""
+    from session_recall.query.rank import Ranking
+
+    QUESTION_POOL = Ranking().question_pool
+
+    a = canonical("sess-pool")
+    lines = [a.session()] + [a.message(f"m{i}", f"the kerning table number {i}") for i in range(QUESTION_POOL + 50)]
+    write(logs_dir / "a.jsonl", *lines)
+    index.sync([str(logs_dir)], kind="canonical")
+    env = index.recall("", question="what about kerning?", all_projects=True)
+    assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL

@@ -4,8 +4,6 @@ half-life, pinned cwds), each reported in the envelope."""
 
 from __future__ import annotations
 
-
-
 from tests.helpers import ago
 
 
