@@ -68,10 +68,9 @@ class CanonicalLog:
         return self.line({"type": "message_delta", "session_id": self.session_id, "message_id": message_id,
                           "turn_id": turn_id, "role": role, "ts": self.next_ts(), "text": text})
 
-    def noise(self, n: int = 1, *, percent: int | None = None) -> bytes:
-        """`n` progress lines (noise to the index), at `percent` or counting from 0."""
-        return b"".join(self.line({"type": "progress", "session_id": self.session_id,
-                                   "percent": i if percent is None else percent})
+    def noise(self, n: int = 1) -> bytes:
+        """`n` progress lines: noise to the index."""
+        return b"".join(self.line({"type": "progress", "session_id": self.session_id, "percent": i})
                         for i in range(n))
 
 
@@ -226,18 +225,17 @@ def spawn(tmp_path: Path):
 
 
 class CorpusSession:
-    """One session's canonical log file; every call appends its line (built by
-    CanonicalLog) at once.
+    """One session's canonical log file, written with CanonicalLog's API: each
+    call (`message`, `delta`, `title`, `noise`) appends its line at once and
+    returns the session, so calls chain.
 
     Timestamps default to `started_at` plus one second per message, so a
     session that started later also has later messages."""
 
     def __init__(self, path: Path, session_id: str, cwd: str, started_at: str):
         self.path = path
-        self.session_id = session_id
-        self.cwd = cwd
-        self.started_at = started_at
         self.log = CanonicalLog(session_id, cwd, started_at, clock_start=started_at)
+        self.session_id, self.cwd, self.started_at = session_id, cwd, started_at
 
     def _write(self, line: bytes) -> CorpusSession:
         with open(self.path, "ab") as fh:
@@ -247,24 +245,27 @@ class CorpusSession:
     def next_ts(self) -> str:
         return self.log.next_ts()
 
-    def open(self, title: str | None) -> CorpusSession:
+    def session(self, title: str | None = None) -> CorpusSession:
         return self._write(self.log.session(title))
 
     def title(self, title: str) -> CorpusSession:
         return self._write(self.log.title(title))
 
-    def say(self, message_id: str, text: str, *, role: str = "user", turn: str = "t1", ts: str | None = None,
-            **extra) -> CorpusSession:
+    def message(self, message_id: str, text: str, *, role: str = "user", turn_id: str = "t1", ts: str | None = None,
+                **extra) -> CorpusSession:
         """A settled message (`extra`: tool_name, attachments)."""
-        return self._write(self.log.message(message_id, text, role=role, turn_id=turn, ts=ts, **extra))
+        return self._write(self.log.message(message_id, text, role=role, turn_id=turn_id, ts=ts, **extra))
 
-    def noise(self) -> CorpusSession:
-        return self._write(self.log.noise(percent=50))
+    def delta(self, message_id: str, text: str, *, role: str = "assistant", turn_id: str = "t1") -> CorpusSession:
+        return self._write(self.log.delta(message_id, text, role=role, turn_id=turn_id))
+
+    def noise(self, n: int = 1) -> CorpusSession:
+        return self._write(self.log.noise(n))
 
 
 class Corpus:
     """Canonical session logs written under a temporary folder and indexed into
-    a real database there: `corpus.session("s1", cwd).say("m1", "hello")`, then
+    a real database there: `corpus.session("s1", cwd).message("m1", "hello")`, then
     `ix = corpus.open(all_projects="deny")` (an Index with those Settings)."""
 
     def __init__(self, root: Path):
@@ -279,7 +280,7 @@ class Corpus:
                 started_at: str = "2026-11-20T09:00:00Z") -> CorpusSession:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session_id)[:40]
         path = self.logs / f"{len(self.sessions):04d}-{safe}.jsonl"
-        s = CorpusSession(path, session_id, str(cwd), started_at).open(title)
+        s = CorpusSession(path, session_id, str(cwd), started_at).session(title)
         self.sessions.append(s)
         return s
 

@@ -24,8 +24,8 @@ def test_recall_schema_prints_the_envelope_json_schema(run_recall):
 
 def test_recall_search_and_more_on_the_command_line(proj, corpus, run_recall):
     s = corpus.session("s1", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
-    s.say("u1", "Which font should we use for the résumé?")
-    s.say("a1", "Let's pick Source Serif 4 for the body.", role="assistant")
+    s.message("u1", "Which font should we use for the résumé?")
+    s.message("a1", "Let's pick Source Serif 4 for the body.", role="assistant")
     corpus.open().close()
     done = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj)
     assert done.returncode == 0, done.stderr

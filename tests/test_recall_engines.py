@@ -27,9 +27,9 @@ def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypat
     heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
     for t in range(3):
         for m in range(4):  # hits that collapse into one passage per turn
-            heavy.say(f"t{t}m{m}", "ledger " * (m + 1) + f"entry {t} {m}", turn=f"t{t}")
+            heavy.message(f"t{t}m{m}", "ledger " * (m + 1) + f"entry {t} {m}", turn_id=f"t{t}")
     for i in range(6):
-        corpus.session(f"s{i}", proj).say("m1", f"the ledger was closed on day {i} " + "pad " * i)
+        corpus.session(f"s{i}", proj).message("m1", f"the ledger was closed on day {i} " + "pad " * i)
     ix = corpus.open()
 
     def answers():
@@ -54,8 +54,8 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
     ranking = Ranking()
     for i in range(8):
         s = corpus.session(f"q{i}", proj, started_at=f"2026-11-0{i + 1}T08:00:00Z")
-        s.say("m1", "the ledger " * (1 + i % 3) + f"was closed on day {i}")
-        s.say("m2", "reconcile the ledger entries" if i % 2 else "nothing to see", role="assistant")
+        s.message("m1", "the ledger " * (1 + i % 3) + f"was closed on day {i}")
+        s.message("m2", "reconcile the ledger entries" if i % 2 else "nothing to see", role="assistant")
     ix = corpus.open()
 
     def answers():
@@ -87,7 +87,7 @@ def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
     does not scan the stored text for it; the partial matches are what they
     were. `简历 模板` (CJK only, both present but never together) still scans."""
     for i in range(5):
-        corpus.session(f"s{i}", proj).say("m1", f"简历 draft {i}").say("m2", f"模板 number {i}")
+        corpus.session(f"s{i}", proj).message("m1", f"简历 draft {i}").message("m2", f"模板 number {i}")
     ix = corpus.open()
 
     def scans(seen) -> int:
@@ -129,11 +129,12 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
         s = corpus.session(f"s{i}", rng.choice(cwds))
         for m in range(rng.randint(3, 12)):
             ts = (now - dt.timedelta(days=rng.uniform(0, 30))).isoformat().replace("+00:00", "Z")
-            s.say(f"m{m}", " ".join(rng.choices(words, k=rng.randint(1, 60))), turn=f"t{m // 2}", ts=ts,
-                  role=rng.choice(["user", "assistant", "tool_call", "tool_result", "system"]))
+            s.message(f"m{m}", " ".join(rng.choices(words, k=rng.randint(1, 60))), turn_id=f"t{m // 2}", ts=ts,
+                      role=rng.choice(["user", "assistant", "tool_call", "tool_result", "system"]))
     ties = corpus.session("ties", cwds[1])  # equal bm25: the newest first, whichever FTS5 takes
     for m in range(8):
-        ties.say(f"m{m}", "ledger entry closed", ts=(now - dt.timedelta(days=m % 3)).isoformat().replace("+00:00", "Z"))
+        ties.message(f"m{m}", "ledger entry closed",
+                     ts=(now - dt.timedelta(days=m % 3)).isoformat().replace("+00:00", "Z"))
     settings = {k: [str(cwds[0]) + "/"] if v == ["PIN"] else v for k, v in settings.items()}
     ix = corpus.open(**settings)
     set_ranking(monkeypatch, ix, ranked_first_share=0.0 if ranked_first else 2.0)
@@ -168,7 +169,7 @@ def test_the_ranked_page_serves_scopes_holding_half_the_sessions_and_grows_with_
     ranking = Ranking()
     a, b = tmp_path / "a", tmp_path / "b"
     for i in range(9):
-        corpus.session(f"s{i}", a if i < 3 else b).say("m1", f"the ledger of day {i}")
+        corpus.session(f"s{i}", a if i < 3 else b).message("m1", f"the ledger of day {i}")
     ix = corpus.open()
 
     def first_statement(**kw):
@@ -196,9 +197,9 @@ def test_a_first_page_that_proves_too_little_goes_on_with_a_top_n_sort(proj, cor
     ranking = Ranking()
     tools = corpus.session("tools", proj)
     for i in range(80):
-        tools.say(f"r{i}", "ledger ledger ledger", role="tool_result", turn=f"t{i}")
+        tools.message(f"r{i}", "ledger ledger ledger", role="tool_result", turn_id=f"t{i}")
     for i in range(6):
-        corpus.session(f"u{i}", proj).say("m1", f"we closed the ledger on day {i} " + "pad " * i)
+        corpus.session(f"u{i}", proj).message("m1", f"we closed the ledger on day {i} " + "pad " * i)
     ix = corpus.open()
     set_ranking(monkeypatch, ix, fts_first_page=2)
     with statements(ix) as seen:
@@ -243,7 +244,7 @@ def statements(ix: Index, on_statement=None):
 
 def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it(proj, corpus, monkeypatch):
     for i in range(6):
-        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i} " + "pad " * i)
+        corpus.session(f"s{i}", proj).message("m1", f"the ledger of day {i} " + "pad " * i)
     ix = corpus.open()
     set_ranking(monkeypatch, ix, fts_first_page=1)
     # The ranked page takes the best 4 of the 6 matches and proves the 3 that
@@ -262,13 +263,13 @@ def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkey
     saw, or the two queries would not add up to one (a row read twice, or
     one that the first page's order never had)."""
     for i in range(6):
-        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
+        corpus.session(f"s{i}", proj).message("m1", f"the ledger of day {i}")
     ix = corpus.open()
     set_ranking(monkeypatch, ix, fts_first_page=1)  # the ranked page takes 4 of the 6
     before = anchors(ix.recall("ledger", cwd=str(proj), limit=10))
     assert len(before) == 6
     late = corpus.session("late", proj)
-    late.say("m1", "a ledger entry written while recall reads, " + "long padding " * 30)
+    late.message("m1", "a ledger entry written while recall reads, " + "long padding " * 30)
     written = []
     fts = []
 
@@ -292,7 +293,7 @@ def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkey
 ])
 def test_recall_reads_through_its_indexes(proj, corpus, query, statement, index):
     for i in range(3):
-        corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
+        corpus.session(f"s{i}", proj).message("m1", f"the ledger of day {i}")
     ix = corpus.open()
     with statements(ix) as seen:
         ix.recall(query, cwd=str(proj), limit=5)
@@ -326,7 +327,7 @@ def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
              "m5": "nothing here", "m6": "全额 300"}
     s = corpus.session("s1", proj)
     for mid, text in texts.items():
-        s.say(mid, text, turn=mid)
+        s.message(mid, text, turn_id=mid)
     literal, passed, hits = scanned(corpus.open(), "金")
     assert literal.sql() == ("", [])  # no character of one form: nothing for SQLite to test
     assert passed == ["m1", "m2", "m3", "m4"]
@@ -341,10 +342,10 @@ def test_a_scan_folds_only_rows_holding_two_ideographs_side_by_side_or_another_f
              "m6": "the 人\u319e", "m7": "nothing"}
     s = corpus.session("s1", proj)
     for mid, text in texts.items():
-        s.say(mid, text, turn=mid)
+        s.message(mid, text, turn_id=mid)
     # the pair in an attachment's name only, then apart in both the text and a name
-    s.say("m8", "see the file", turn="m8", attachments=[{"id": "a1", "name": "人地.txt", "bytes": 9}])
-    s.say("m9", "人, 地", turn="m9", attachments=[{"id": "a2", "name": "人 地.txt", "bytes": 9}])
+    s.message("m8", "see the file", turn_id="m8", attachments=[{"id": "a1", "name": "人地.txt", "bytes": 9}])
+    s.message("m9", "人, 地", turn_id="m9", attachments=[{"id": "a2", "name": "人 地.txt", "bytes": 9}])
     literal, passed, hits = scanned(corpus.open(), "人地")
     assert literal.per_term == [[("人地", "\u2f08", "\u319f", "\u319e"), ("地", "\u319e"),
                                  ("人", "\u2f08", "\u319f")]]
@@ -359,7 +360,7 @@ def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
     from session_recall.query import retrieve
 
     s = corpus.session("s1", proj)
-    s.say("m1", "call price->round() in 简历")
+    s.message("m1", "call price->round() in 简历")
     ix = corpus.open()
     asked: list[str] = []
     real = retrieve.literal_forms
@@ -373,8 +374,8 @@ def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
 def test_a_symbols_only_term_is_answered_by_the_session_scan(proj, corpus):
     for i in range(4):
         s = corpus.session(f"s{i}", proj, started_at=f"2026-11-{10 + i}T08:00:00Z")
-        s.say("m1", f"call price->round() in step {i}")
-        s.say("m2", "nothing to see", turn="t2")
+        s.message("m1", f"call price->round() in step {i}")
+        s.message("m2", "nothing to see", turn_id="t2")
     ix = corpus.open()
     env = ix.recall("->", cwd=str(proj), limit=10)
     assert env.status == "ok"

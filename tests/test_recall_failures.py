@@ -12,19 +12,19 @@ def test_every_failure_class_has_its_own_status_and_a_hint(tmp_path, proj, corpu
     from conftest import Corpus
 
     s = corpus.session("s1", proj, title="Fonts")
-    s.say("m1", "Which font for the résumé?")
-    s.say("m2", "Garamond, at 11 pt.", role="assistant")
+    s.message("m1", "Which font for the résumé?")
+    s.message("m2", "Garamond, at 11 pt.", role="assistant")
     ix = corpus.open()
     void = Corpus(tmp_path / "void")  # an index that holds nothing
     try:
         empty = void.open()
         denied = corpus.open(all_projects="deny")
         page = ix.recall("font", cwd=str(proj), limit=1)
-        s.say("m3", "Another font: Inter.", role="assistant", turn="t2")
+        s.message("m3", "Another font: Inter.", role="assistant", turn_id="t2")
         assert page.next_cursor is None  # one hit turn: no second page, so make a cursor elsewhere
         s2 = corpus.session("s2", proj)
-        s2.say("m1", "font sizes again", turn="a")
-        s2.say("m2", "font weights", turn="b")
+        s2.message("m1", "font sizes again", turn_id="a")
+        s2.message("m2", "font weights", turn_id="b")
         corpus.sync(ix)
         first = ix.recall("font", cwd=str(proj), limit=1)
         assert first.next_cursor
@@ -55,7 +55,7 @@ def test_every_failure_class_has_its_own_status_and_a_hint(tmp_path, proj, corpu
 
 @pytest.mark.parametrize("query", ["", "   ", '""', '" "', "\t\n"])
 def test_an_empty_query_without_a_question_asks_for_one(proj, corpus, query):
-    corpus.session("s1", proj).say("m1", "anything")
+    corpus.session("s1", proj).message("m1", "anything")
     env = corpus.open().recall(query, cwd=str(proj))
     assert env.status == "empty_query" and env.results == [] and env.hint
 
@@ -63,7 +63,7 @@ def test_an_empty_query_without_a_question_asks_for_one(proj, corpus, query):
 def test_a_project_with_nothing_indexed_says_so(tmp_path, proj, corpus):
     """No session of the caller's project is indexed: not the same as `we
     searched your sessions and found nothing`."""
-    corpus.session("s1", proj).say("m1", "font talk")
+    corpus.session("s1", proj).message("m1", "font talk")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     ix = corpus.open()
@@ -76,6 +76,6 @@ def test_a_project_with_nothing_indexed_says_so(tmp_path, proj, corpus):
 
 
 def test_an_unknown_session_is_a_hint(proj, corpus):
-    corpus.session("s1", proj).say("m1", "font")
+    corpus.session("s1", proj).message("m1", "font")
     env = corpus.open().recall("font", cwd=str(proj), session_id="s9")
     assert env.status == "unknown_session" and "s9" in env.hint and env.results == []

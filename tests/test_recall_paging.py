@@ -14,7 +14,7 @@ from tests.helpers import all_pages, anchors
 
 def test_cursors_of_another_query_or_garbage_are_stale(proj, corpus):
     for i in range(6):
-        corpus.session(f"s{i}", proj).say("m1", f"invoice number {i} and receipt")
+        corpus.session(f"s{i}", proj).message("m1", f"invoice number {i} and receipt")
     ix = corpus.open()
     first = ix.recall("invoice", cwd=str(proj), limit=2)
     assert first.next_cursor
@@ -33,11 +33,11 @@ def test_cursors_of_another_query_or_garbage_are_stale(proj, corpus):
 def test_a_cursor_made_before_a_sync_added_messages_is_stale(proj, corpus):
     sessions = [corpus.session(f"s{i}", proj) for i in range(5)]
     for i, s in enumerate(sessions):
-        s.say("m1", f"invoice {i}")
+        s.message("m1", f"invoice {i}")
     ix = corpus.open()
     first = ix.recall("invoice", cwd=str(proj), limit=2)
     assert ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor).status == "ok"
-    sessions[0].say("m2", "a new invoice arrived", turn="t2")
+    sessions[0].message("m2", "a new invoice arrived", turn_id="t2")
     corpus.sync(ix)
     env = ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor)
     assert env.status == "stale_cursor" and env.results == []
@@ -52,9 +52,9 @@ def test_pages_are_disjoint_and_in_the_order_of_one_big_page(proj, corpus):
     bind and one big page is the same ranking."""
     for i in range(11):
         s = corpus.session(f"s{i:02d}", proj, started_at=f"2026-10-{i + 1:02d}T08:00:00Z")
-        s.say("m1", "invoice " + "filler " * (i % 4) + f"number {i}", turn="t1")
+        s.message("m1", "invoice " + "filler " * (i % 4) + f"number {i}", turn_id="t1")
         if i % 3 == 0:
-            s.say("m2", "invoice invoice " + "other " * i, turn="t2")
+            s.message("m2", "invoice invoice " + "other " * i, turn_id="t2")
     ix = corpus.open()
     big = ix.recall("invoice", cwd=str(proj), limit=50)
     assert big.next_cursor is None and len(big.results) == 15
@@ -70,9 +70,9 @@ def test_pages_are_disjoint_and_in_the_order_of_one_big_page(proj, corpus):
 def test_paging_covers_every_hit_once_when_the_quota_binds(proj, corpus):
     heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
     for t in range(8):
-        heavy.say(f"m{t}", "receipt", turn=f"t{t}")  # short: scores best
+        heavy.message(f"m{t}", "receipt", turn_id=f"t{t}")  # short: scores best
     for i in range(3):
-        corpus.session(f"light{i}", proj).say("m1", "the receipt was lost somewhere in the mail " * 3)
+        corpus.session(f"light{i}", proj).message("m1", "the receipt was lost somewhere in the mail " * 3)
     ix = corpus.open()
     pages = all_pages(ix, "receipt", cwd=str(proj), limit=3)
     assert all(len(p.results) <= 3 for p in pages)
@@ -86,11 +86,11 @@ def test_paging_covers_every_hit_once_when_the_quota_binds(proj, corpus):
 def test_at_most_ceil_limit_over_3_passages_per_session_when_others_have_hits(proj, corpus, limit):
     a = corpus.session("a", proj, started_at="2026-11-03T08:00:00Z")
     for t in range(10):
-        a.say(f"m{t}", "quota", turn=f"t{t}")  # the strongest hits
+        a.message(f"m{t}", "quota", turn_id=f"t{t}")  # the strongest hits
     for name in ("b", "c"):
         s = corpus.session(name, proj, started_at="2026-11-01T08:00:00Z")
         for t in range(5):
-            s.say(f"m{t}", "a long message that mentions the quota only once among many words", turn=f"t{t}")
+            s.message(f"m{t}", "a long message that mentions the quota only once among many words", turn_id=f"t{t}")
     ix = corpus.open()
     env = ix.recall("quota", cwd=str(proj), limit=limit)
     per = Counter(r.session_id for r in env.results)
@@ -102,12 +102,12 @@ def test_at_most_ceil_limit_over_3_passages_per_session_when_others_have_hits(pr
 def test_the_second_pass_fills_unused_slots(proj, corpus):
     a = corpus.session("a", proj)
     for t in range(10):
-        a.say(f"m{t}", "quota", turn=f"t{t}")
+        a.message(f"m{t}", "quota", turn_id=f"t{t}")
     ix = corpus.open()
     env = ix.recall("quota", cwd=str(proj), limit=6)
     assert [r.session_id for r in env.results] == ["a"] * 6  # only one session matches
     b = corpus.session("b", proj)
-    b.say("m1", "quota mentioned once in a much longer message about other things", turn="t1")
+    b.message("m1", "quota mentioned once in a much longer message about other things", turn_id="t1")
     corpus.sync(ix)
     env = ix.recall("quota", cwd=str(proj), limit=6)
     per = Counter(r.session_id for r in env.results)

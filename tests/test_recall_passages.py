@@ -14,12 +14,12 @@ from tests.helpers import all_pages, anchors, passage_bytes
 
 def test_hits_in_one_turn_collapse_into_one_passage(proj, corpus):
     s = corpus.session("s1", proj)
-    s.say("u1", "Which font should the résumé use?", turn="t1")
-    s.say("c1", '{"command": "fc-list :family"}', role="tool_call", tool_name="Bash", turn="t1")
-    s.say("r1", "DejaVu Sans\nNoto Serif\nInter", role="tool_result", turn="t1")
-    s.say("a1", "The font is Garamond, the others look too plain.", role="assistant", turn="t1")
-    s.say("u2", "Thanks! And the colour?", turn="t2")
-    s.say("a2", "A dark blue for the headings; the font stays.", role="assistant", turn="t2")
+    s.message("u1", "Which font should the résumé use?", turn_id="t1")
+    s.message("c1", '{"command": "fc-list :family"}', role="tool_call", tool_name="Bash", turn_id="t1")
+    s.message("r1", "DejaVu Sans\nNoto Serif\nInter", role="tool_result", turn_id="t1")
+    s.message("a1", "The font is Garamond, the others look too plain.", role="assistant", turn_id="t1")
+    s.message("u2", "Thanks! And the colour?", turn_id="t2")
+    s.message("a2", "A dark blue for the headings; the font stays.", role="assistant", turn_id="t2")
     ix = corpus.open()
     env = ix.recall("font", cwd=str(proj))
     assert len(env.results) == 2  # two turns, two passages
@@ -36,13 +36,13 @@ def test_hits_in_one_turn_collapse_into_one_passage(proj, corpus):
 def test_a_tool_result_enters_only_as_a_hit_and_hard_truncated(proj, corpus):
     log = "\n".join(f"line {i}: ok" for i in range(20000))
     s = corpus.session("s1", proj)
-    s.say("u1", "Run the test suite and look for the segfault.", turn="t1")
-    s.say("c1", '{"command": "pytest -x"}', role="tool_call", tool_name="Bash", turn="t1")
-    s.say("r1", log + "\nFatal: segfault in parser.c:212\n" + log, role="tool_result", turn="t1")
-    s.say("r2", log, role="tool_result", turn="t1")  # no hit: never shown
-    s.say("a1", "The segfault is in parser.c, line 212.", role="assistant", turn="t1")
+    s.message("u1", "Run the test suite and look for the segfault.", turn_id="t1")
+    s.message("c1", '{"command": "pytest -x"}', role="tool_call", tool_name="Bash", turn_id="t1")
+    s.message("r1", log + "\nFatal: segfault in parser.c:212\n" + log, role="tool_result", turn_id="t1")
+    s.message("r2", log, role="tool_result", turn_id="t1")  # no hit: never shown
+    s.message("a1", "The segfault is in parser.c, line 212.", role="assistant", turn_id="t1")
     s2 = corpus.session("s2", proj)
-    s2.say("r9", log + "\nonly-here: stacktrace-7731\n" + log, role="tool_result", turn="t1")
+    s2.message("r9", log + "\nonly-here: stacktrace-7731\n" + log, role="tool_result", turn_id="t1")
     ix = corpus.open()
     env = ix.recall("segfault", cwd=str(proj))
     assert len(env.results) == 1
@@ -72,10 +72,10 @@ def test_passage_and_response_budgets_hold_on_huge_messages(proj, corpus):
     for i in range(12):
         s = corpus.session(f"s{i:02d}", proj)
         for j in range(6):
-            s.say(f"m{j}", f"budget {filler}", role="assistant" if j % 2 else "user", turn="t1")
-        s.say("short", "budget", role="assistant", turn="t1")  # the best hit, in the middle of the turn
+            s.message(f"m{j}", f"budget {filler}", role="assistant" if j % 2 else "user", turn_id="t1")
+        s.message("short", "budget", role="assistant", turn_id="t1")  # the best hit, in the middle of the turn
         for j in range(6, 9):
-            s.say(f"m{j}", f"budget {filler}", role="assistant", turn="t1")
+            s.message(f"m{j}", f"budget {filler}", role="assistant", turn_id="t1")
     ix = corpus.open()
     env = ix.recall("budget", cwd=str(proj), limit=12)
     assert env.status == "ok" and env.results
@@ -110,7 +110,7 @@ def test_passage_and_response_budgets_hold_on_huge_messages(proj, corpus):
 )
 def test_a_long_message_is_cut_around_its_hit(proj, corpus, query, question, planted, seen):
     filler = "ß lorem ipsum dolor " * 800  # 16 KB, with a character whose folding is longer
-    corpus.session("s1", proj).say("m1", f"{filler} {planted} {filler}", role="assistant")
+    corpus.session("s1", proj).message("m1", f"{filler} {planted} {filler}", role="assistant")
     ix = corpus.open()
     env = ix.recall(query, question=question, cwd=str(proj))
     assert env.status == "ok", env.hint
@@ -139,12 +139,13 @@ def test_materials(proj, corpus, tmp_path):
         att(10, "tenth.png", "image/png"),
     ]
     s = corpus.session("sess-1", proj)
-    s.say("m1", "here are the materials for the layout", attachments=atts)
-    s.say("m2", "", attachments=[att(11, "checkout-bug.png", "image/png")], turn="t2")  # a pasted screenshot
+    s.message("m1", "here are the materials for the layout", attachments=atts)
+    s.message("m2", "", attachments=[att(11, "checkout-bug.png", "image/png")], turn_id="t2")  # a pasted screenshot
     other = tmp_path / "other"
     other.mkdir()
     # the same session id in another project
-    corpus.session("sess-1", other).say("m1", "materials elsewhere", attachments=[att(1, "theirs.png", "image/png")])
+    corpus.session("sess-1", other).message("m1", "materials elsewhere",
+                                            attachments=[att(1, "theirs.png", "image/png")])
     ix = corpus.open()
 
     env = ix.recall("materials", cwd=str(proj), caller_session="sess-1")

@@ -7,9 +7,9 @@ from tests.helpers import write
 
 
 def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
-    corpus.session("s1", proj).say("m1", "the alpha release is out")
-    corpus.session("s2", proj).say("m1", "beta testers signed up")
-    corpus.session("s3", proj).say("m1", "alpha and gamma, but not the other one")
+    corpus.session("s1", proj).message("m1", "the alpha release is out")
+    corpus.session("s2", proj).message("m1", "beta testers signed up")
+    corpus.session("s3", proj).message("m1", "alpha and gamma, but not the other one")
     ix = corpus.open()
     env = ix.recall("alpha beta", cwd=str(proj))
     assert env.status == "partial"
@@ -27,15 +27,15 @@ def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
 
 def test_a_question_alone_finds_the_right_session_in_chinese_and_english(proj, corpus):
     zh = corpus.session("zh", proj, title="简历模板的字体", started_at="2026-11-24T14:02:00Z")
-    zh.say("u1", "上周给简历选的什么字体？我想把中文部分也统一一下。")
-    zh.say("a1", "上周我们给简历正文选了 Source Serif 4，中文部分建议用思源宋体。", role="assistant")
+    zh.message("u1", "上周给简历选的什么字体？我想把中文部分也统一一下。")
+    zh.message("a1", "上周我们给简历正文选了 Source Serif 4，中文部分建议用思源宋体。", role="assistant")
     en = corpus.session("en", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
-    en.say("u1", "Which font should we use for the résumé? It has to print well.")
-    en.say("a1", "Let's pick Source Serif 4 for the body and Inter for headings.", role="assistant")
+    en.message("u1", "Which font should we use for the résumé? It has to print well.")
+    en.message("a1", "Let's pick Source Serif 4 for the body and Inter for headings.", role="assistant")
     noise = corpus.session("noise", proj, started_at="2026-11-28T10:00:00Z")
-    noise.say("u1", "简历的页边距再调小一点", turn="t1")
-    noise.say("u2", "The checkout button needs a bigger font-size.", turn="t2")
-    noise.say("u3", "字体文件太大了，压缩一下", turn="t3")
+    noise.message("u1", "简历的页边距再调小一点", turn_id="t1")
+    noise.message("u2", "The checkout button needs a bigger font-size.", turn_id="t2")
+    noise.message("u3", "字体文件太大了，压缩一下", turn_id="t3")
     ix = corpus.open()
     env = ix.recall(query="", question="上周给简历选的什么字体？", cwd=str(proj))
     assert env.status == "ok", env.hint

@@ -24,7 +24,7 @@ def test_every_secret_kind_has_a_sample():
 @pytest.mark.parametrize("kind", sorted(SECRETS))
 def test_a_credential_shaped_query_is_refused_before_any_corpus_is_touched(proj, corpus, kind):
     sample, fragment = SECRETS[kind]
-    corpus.session("s1", proj).say("m1", f"we deployed with {sample}")
+    corpus.session("s1", proj).message("m1", f"we deployed with {sample}")
     ix = corpus.open()
     statements: list[str] = []
 
@@ -51,7 +51,7 @@ def test_a_credential_shaped_query_is_refused_before_any_corpus_is_touched(proj,
 def test_redaction_mask_and_hash(proj, corpus):
     gh, _ = SECRETS["github_token"]
     sk, _ = SECRETS["openai_key"]
-    corpus.session("s1", proj, title=f"rotate {gh}").say(
+    corpus.session("s1", proj, title=f"rotate {gh}").message(
         "m1", f"rotate the token {gh} now; the old {gh} and {sk} are dead")
     mask = corpus.open(redaction="mask")
     env = mask.recall("rotate", cwd=str(proj))
@@ -70,7 +70,7 @@ def test_redaction_mask_and_hash(proj, corpus):
     assert env.redacted == 4
     assert "redacted" not in text
     # nothing to redact: the count is zero
-    corpus.session("s2", proj).say("m1", "plain words")
+    corpus.session("s2", proj).message("m1", "plain words")
     corpus.sync(hashed)
     assert hashed.recall("plain", cwd=str(proj)).redacted == 0
 
@@ -81,12 +81,12 @@ def test_no_planted_secret_appears_in_any_output(tmp_path, proj, corpus, run_rec
     for n, (kind, (sample, _)) in enumerate(SECRETS.items()):
         cwd = proj if n % 2 else other
         s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n % 28 + 1:02d}T{8 + n // 28:02d}:00:00Z")
-        s.say("u1", f"deploy with {sample} please")
-        s.say("c1", json.dumps({"command": f"curl -H '{sample}' https://api.example.com/deploy"}),
-              role="tool_call", tool_name="Bash")
-        s.say("r1", json.dumps({"output": f"deploy ok\\n{sample}\\nsymbols a->b"}), role="tool_result")
-        s.say("a1", f"done: deploy used {sample}, a->b", role="assistant",
-              attachments=[{"id": f"f{n}", "name": f"deploy {sample}.txt", "mime_type": "text/plain", "bytes": 9}])
+        s.message("u1", f"deploy with {sample} please")
+        s.message("c1", json.dumps({"command": f"curl -H '{sample}' https://api.example.com/deploy"}),
+                  role="tool_call", tool_name="Bash")
+        s.message("r1", json.dumps({"output": f"deploy ok\\n{sample}\\nsymbols a->b"}), role="tool_result")
+        s.message("a1", f"done: deploy used {sample}, a->b", role="assistant",
+                  attachments=[{"id": f"f{n}", "name": f"deploy {sample}.txt", "mime_type": "text/plain", "bytes": 9}])
     outputs: list[str] = []
     for mode in ("mask", "hash"):
         ix = corpus.open(redaction=mode)
