@@ -32,6 +32,7 @@ import pytest
 from session_recall import Index
 from session_recall.config import Settings
 from session_recall.text.redact import KINDS, REDACTOR_VERSION, find_secret
+from tests.conftest import CorpusSession
 from tests.helpers import found, messages, write
 from tests.secret_samples import SAMPLES
 
@@ -72,28 +73,6 @@ def test_the_samples_cover_every_kind_the_redactor_knows():
 # --- planting -------------------------------------------------------------------------
 
 
-def _line(obj: dict) -> bytes:
-    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
-
-
-class Log:
-    def __init__(self, path: Path, sid: str, cwd: str):
-        self.path, self.sid, self.cwd, self.n = path, sid, cwd, 0
-
-    def write(self, *objs: dict) -> None:
-        with open(self.path, "ab") as fh:
-            for obj in objs:
-                fh.write(_line({"session_id": self.sid, **obj}))
-
-    def ts(self) -> str:
-        self.n += 1
-        return f"2026-11-20T10:{self.n // 60 % 60:02d}:{self.n % 60:02d}Z"
-
-    def msg(self, mid: str, text: str, role: str = "user", *, turn: str = "t1", delta: bool = False, **extra) -> dict:
-        return {"type": "message_delta" if delta else "message", "message_id": mid, "turn_id": turn, "role": role,
-                "ts": self.ts(), "text": text, **extra}
-
-
 def split_points(text: str, body: str) -> list[int]:
     """Offsets in `text` to split a streamed message at: inside the secret."""
     start = text.index(body)
@@ -107,30 +86,27 @@ def split_points(text: str, body: str) -> list[int]:
     return points
 
 
-def plant(logs: Path, cwd: str) -> list[tuple[Log, list[tuple[str, list[str], bool]]]]:
+def plant(logs: Path, cwd: str) -> list[tuple[CorpusSession, list[tuple[str, list[str], bool]]]]:
     """Write one log per sample with the secret everywhere; return the
     streams still to be delivered: (log, [(message_id, [later deltas], the
     settled text or None)])."""
     streams = []
     for i, (kind, text, body) in enumerate(SAMPLES):
-        log = Log(logs / f"{i:02d}-{kind}.jsonl", f"secret-{i:02d}", cwd)
-        log.write({"type": "session", "cwd": cwd, "started_at": "2026-11-20T09:00:00Z",
-                   "title": f"deploy notes {text}"})
-        log.write({"type": "title", "title": f"deploy again {text} later"})
-        log.write(
-            log.msg("u1", f"deploy with {text} please"),
-            log.msg("a1", f"done: deploy used\n{text}\nand more", role="assistant"),
-            log.msg("c1", json.dumps({"command": f"curl -H '{text}' https://api.example.org/deploy",
-                                      "env": {"KEY": text}}), role="tool_call", tool_name="Bash", turn="t2"),
-            log.msg("r1", json.dumps({"stdout": f"deploy ok\n{text}\n", "exit_code": 0}), role="tool_result",
-                    turn="t2"),
-            log.msg("s1", f"system prompt with {text}", role="system"),
-            log.msg("f1", "deploy screenshot attached", role="user", turn="t3",
-                    attachments=[{"id": f"att{i}", "name": f"deploy {text}.png", "mime_type": "image/png",
-                                  "bytes": 100}]),
-            log.msg("f2", "", role="user", turn="t3",
-                    attachments=[{"id": f"bt{i}", "name": text, "mime_type": "text/plain", "bytes": 5}]),
-        )
+        log = CorpusSession(logs / f"{i:02d}-{kind}.jsonl", f"secret-{i:02d}", cwd, "2026-11-20T09:00:00Z")
+        log.session(f"deploy notes {text}")
+        log.title(f"deploy again {text} later")
+        (log.message("u1", f"deploy with {text} please")
+            .message("a1", f"done: deploy used\n{text}\nand more", role="assistant")
+            .message("c1", json.dumps({"command": f"curl -H '{text}' https://api.example.org/deploy",
+                                       "env": {"KEY": text}}), role="tool_call", tool_name="Bash", turn_id="t2")
+            .message("r1", json.dumps({"stdout": f"deploy ok\n{text}\n", "exit_code": 0}), role="tool_result",
+                     turn_id="t2")
+            .message("s1", f"system prompt with {text}", role="system")
+            .message("f1", "deploy screenshot attached", role="user", turn_id="t3",
+                     attachments=[{"id": f"att{i}", "name": f"deploy {text}.png", "mime_type": "image/png",
+                                   "bytes": 100}])
+            .message("f2", "", role="user", turn_id="t3",
+                     attachments=[{"id": f"bt{i}", "name": text, "mime_type": "text/plain", "bytes": 5}]))
         pending = []
         for j, at in enumerate(split_points(f"deploy stream {text} end", body)):
             full = f"deploy stream {text} end"
@@ -141,7 +117,7 @@ def plant(logs: Path, cwd: str) -> list[tuple[Log, list[tuple[str, list[str], bo
                 pieces_ = [pieces_[0], pieces_[1][:cut], pieces_[1][cut:]]
             for settles in (True, False):  # one stream settles, its twin never does
                 mid = f"d{j}{'s' if settles else 'n'}"
-                log.write(log.msg(mid, pieces_[0], role="assistant", turn="t4", delta=True))
+                log.delta(mid, pieces_[0], role="assistant", turn_id="t4")
                 pending.append((mid, pieces_[1:], full if settles else None))
         streams.append((log, pending))
     return streams
@@ -154,10 +130,10 @@ def deliver(streams, step: int) -> bool:
     for log, pending in streams:
         for mid, rest, settle in pending:
             if step < len(rest):
-                log.write(log.msg(mid, rest[step], role="assistant", turn="t4", delta=True))
+                log.delta(mid, rest[step], role="assistant", turn_id="t4")
                 wrote = True
             elif step == len(rest) and settle is not None:
-                log.write(log.msg(mid, "settled: " + settle, role="assistant", turn="t4"))
+                log.message(mid, "settled: " + settle, role="assistant", turn_id="t4")
                 wrote = True
     return wrote
 
