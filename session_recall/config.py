@@ -111,3 +111,25 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
             else:
                 lines.append(f"{key}: {err['msg']}; got {err.get('input')!r}")
         raise ConfigError("bad configuration in " + str(path or config_path()) + ":\n  " + "\n  ".join(lines)) from None
+
+
+def configured_sources(settings: Settings) -> list[tuple[str, str]]:
+    """Sources from the settings, as (path, kind)."""
+    return [(os.path.expanduser(s.path), s.kind) for s in settings.sources]
+
+
+def default_sources(settings: Settings) -> tuple[str, list[tuple[str, str]]]:
+    """What `index` and `watch` read when given no path: the configured
+    sources, else the harnesses' own folders that exist on this machine.
+    Returns where they came from ("config", "defaults") and (path, kind)."""
+    if settings.sources:
+        return "config", configured_sources(settings)
+    found = []
+    claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
+    codex = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
+    for path, kind in ((os.path.join(claude, "projects"), "claude-code"),
+                       (os.path.join(codex, "sessions"), "codex"),
+                       (os.path.join(codex, "archived_sessions"), "codex")):
+        if os.path.isdir(path):
+            found.append((path, kind))
+    return "defaults", found

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apsw
 
-from .config import Settings
+from .config import Settings, default_sources
 from .indexer.sync import Syncer
 from .store import Store, check_database, writer_lock
 
@@ -105,13 +105,10 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             if old_key:  # hash-mode output stays the same for the same secret
                 with store.atomic():
                     store.set_meta("redaction_key", old_key)
-            from .index import Index
-
-            ix = Index(store, settings)
             if old_sources:
                 sources, origin = old_sources, "database"
             else:
-                origin, sources = ix.default_sources()
+                origin, sources = default_sources(settings)
             report["sources"] = [{"path": p, "kind": k} for p, k in sources]
             report["sources_from"] = origin
             if sources:

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
-from .config import Settings, default_db, load_settings
-from .indexer.sync import Progress, Syncer, SyncReport
+from .config import Settings, configured_sources, default_db, default_sources, load_settings
+from .doctor import doctor
+from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import FTS_FIRST_PAGE, Engine, Run
-from .query.gates import Confirm, Scope
+from .query.gates import Confirm, Scope, project_roots, why_wide
+from .query.passages import parse_anchor
 from .store import Store, WriterBusy
+from .text.redact import find_secret
+
+if TYPE_CHECKING:
+    from .indexer.watch import Watcher
+
+__all__ = ["KINDS", "Index", "Match", "WriterBusy"]
 
 
 @dataclass
@@ -30,6 +40,9 @@ class Match:
 
 
 class Index:
+    # The kinds of log a source may be (`auto` detects each file's kind).
+    KINDS = KINDS
+
     def __init__(self, store: Store, settings: Settings):
         self.store = store
         self.settings = settings
@@ -50,8 +63,6 @@ class Index:
         connection of its own, without opening it as an index); with
         `repair`, move a damaged one aside and rebuild it from its sources.
         The report is described in session_recall.doctor."""
-        from .doctor import doctor
-
         return doctor(path or default_db(), settings or load_settings(config), repair=repair)
 
     def __enter__(self) -> Index:
@@ -63,27 +74,20 @@ class Index:
     def close(self) -> None:
         self.store.close()
 
+    @property
+    def path(self) -> Path:
+        """The index database."""
+        return self.store.path
+
     # --- indexing ---------------------------------------------------------------
 
     def configured_sources(self) -> list[tuple[str, str]]:
         """Sources from the settings, as (path, kind)."""
-        return [(os.path.expanduser(s.path), s.kind) for s in self.settings.sources]
+        return configured_sources(self.settings)
 
     def default_sources(self) -> tuple[str, list[tuple[str, str]]]:
-        """What `index` and `watch` read when given no path: the configured
-        sources, else the harnesses' own folders that exist on this machine.
-        Returns where they came from ("config", "defaults") and (path, kind)."""
-        if self.settings.sources:
-            return "config", self.configured_sources()
-        found = []
-        claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
-        codex = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-        for path, kind in ((os.path.join(claude, "projects"), "claude-code"),
-                           (os.path.join(codex, "sessions"), "codex"),
-                           (os.path.join(codex, "archived_sessions"), "codex")):
-            if os.path.isdir(path):
-                found.append((path, kind))
-        return "defaults", found
+        """What `index` and `watch` read when given no path (config.default_sources)."""
+        return default_sources(self.settings)
 
     def register_default_sources(self) -> tuple[str, list[tuple[str, str]]]:
         """Register default_sources() so that a sync or watch of known sources includes them."""
@@ -107,6 +111,14 @@ class Index:
             return syncer.run(paths, kind, prune=prune)
         finally:
             self._syncer = None
+
+    def watcher(self, paths: list[str] | None, kind: str = "auto", *,
+                on_sync: Callable[[SyncReport], None] | None = None) -> Watcher:
+        """A watcher of `paths` (else of every known source) that keeps this
+        index current: `run()` reconciles, then mirrors changes until `stop()`."""
+        from .indexer.watch import Watcher  # watchdog only for those who watch
+
+        return Watcher(self.store, paths, kind, on_sync=on_sync)
 
     def stop(self) -> None:
         """Ask a running sync to stop after its current batch."""
@@ -138,6 +150,23 @@ class Index:
         return {}
 
     # --- asking -----------------------------------------------------------------
+
+    @staticmethod
+    def secret_in(text: str) -> str | None:
+        """The kind of secret `text` holds, if any: such a query is refused."""
+        return find_secret(text)
+
+    @staticmethod
+    def is_anchor(anchor: str) -> bool:
+        """Whether `anchor` is shaped like a passage's anchor_id."""
+        return bool(parse_anchor(anchor))
+
+    @staticmethod
+    def wide_scope(cwd: str, caller_cwd: str) -> str | None:
+        """Why a search of `cwd` reaches beyond the project of `caller_cwd`
+        (`/`, the home folder, a folder above it), which makes it an
+        all-projects search for the policy; None when it does not."""
+        return why_wide(project_roots(cwd), project_roots(caller_cwd))
 
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
