@@ -114,8 +114,8 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             if sources:
                 Syncer(store).register(sources)
                 Syncer(store).run(None)
-            counts = store.conn.execute("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)")
-            report["sessions"], report["messages"] = counts.fetchone()
+            counts = store.counts()
+            report["sessions"], report["messages"] = counts["sessions"], counts["messages"]
         finally:
             store.close()
         after = check_database(path)

@@ -46,7 +46,9 @@ class Index:
     def __init__(self, store: Store, settings: Settings):
         self.store = store
         self.settings = settings
-        self.engine = Engine(store.conn, settings)
+        # Queries read through the store's read connection; the engine
+        # registers its SQL functions there, once.
+        self.engine = Engine(store.reader, settings)
         self._syncer: Syncer | None = None
 
     @classmethod
@@ -128,9 +130,9 @@ class Index:
     def _first_use(self) -> dict[str, str]:
         """An empty index with known sources is built before answering, within
         the first-use budget; the gaps say how far it got."""
-        if self.store.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is not None:
+        if not self.store.is_empty():
             return {}
-        known = self.store.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        known = self.store.counts()["sources"]
         configured = self.configured_sources()
         if not known and not configured:
             return {}
@@ -142,8 +144,7 @@ class Index:
             return {"first_use": "the index is empty and another process is building it; ask again shortly"}
         finally:
             timer.cancel()
-        pending = self.store.conn.execute(
-            "SELECT count(*) FROM files WHERE size < 0 OR offset = 0").fetchone()[0]
+        pending = self.store.files_pending()
         if pending:
             return {"first_use": f"the index was empty; it was built for {self.settings.first_use_budget_s:g}s "
                                  f"before answering and {pending} files are not indexed yet (run `recall index`)"}
@@ -200,7 +201,7 @@ class Index:
         out: list[tuple[Match, dict]] = []
         if not terms:
             return out
-        c = self.store.conn
+        c = self.store.reader
         for hit in self.engine._hits(terms, Scope("all", "/"), Run(), first=FTS_FIRST_PAGE):
             role, mid, ts, text, atts = c.execute(
                 "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)).fetchone()
@@ -210,41 +211,12 @@ class Index:
         return out
 
     def session(self, rowid: int) -> dict:
-        row = self.store.conn.execute(
+        row = self.store.reader.execute(
             "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
         ).fetchone()
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 
     def status(self) -> dict:
-        c = self.store.conn
-        skipped = dict(c.execute(
-            "SELECT reason, sum(count) FROM (SELECT reason, count FROM file_skips "
-            "UNION ALL SELECT reason, count FROM source_problems) GROUP BY reason ORDER BY reason"))
-        sources = [
-            {"path": p, "kind": k, "files": n, "missing_files": miss, "last_indexed_at": at}
-            for p, k, n, miss, at in c.execute(
-                "SELECT s.path, s.kind, count(f.id), coalesce(sum(f.missing), 0), s.last_indexed_at "
-                "FROM sources s LEFT JOIN files f ON f.source_id = s.id GROUP BY s.id ORDER BY s.id"
-            )
-        ]
-        # Not skipped but not read yet: a plain log whose last line had no
-        # newline when it was last read (its size then is past the offset
-        # consumed, which ends at a newline). It is read when the newline comes.
-        partial = c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
-                            "AND path NOT LIKE '%.zst'").fetchone()[0]
-        db = Path(self.store.path)
-        return {
-            "db": str(db),
-            "db_bytes": sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()),
-            "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
-            "messages": c.execute("SELECT count(*) FROM messages").fetchone()[0],
-            "streaming": c.execute("SELECT count(*) FROM messages WHERE settled = 0").fetchone()[0],
-            "skipped": skipped,
-            "waiting": {"partial_last_line": partial} if partial else {},
-            "sources": sources,
-            **self.store.versions(),
-            "stale": self.store.stale_versions(),
-            # Deleted messages whose bytes the next sync pass still has to wipe
-            # (Store.wipe); nonzero only after a pass that could not finish it.
-            "wipe_pending": self.store.wipe_owed()[0],
-        }
+        """What the index holds: sessions, messages, skipped lines by reason,
+        sources, versions, and what is owed (Store.status)."""
+        return self.store.status()
