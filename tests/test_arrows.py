@@ -87,9 +87,17 @@ def test_the_package_has_no_import_cycle():
     def cycle_through(start: str) -> bool:
         return start in reaches(start)
 
-    cycles = sorted(m for m in GRAPH if m != "session_recall" and cycle_through(m)
-                    and not m.startswith("session_recall.indexer.sources"))
+    cycles = sorted(m for m in GRAPH if m != "session_recall" and cycle_through(m))
     assert cycles == []
+
+
+def test_source_parsers_take_their_protocol_from_the_base_module_not_from_their_package():
+    parsers = [m for m in GRAPH if m.startswith("session_recall.indexer.sources.")
+               and m.rpartition(".")[2] not in ("base", "media")]
+    assert parsers
+    for name in parsers:
+        assert "session_recall.indexer.sources" not in GRAPH[name], name
+        assert "session_recall.indexer.sources.base" in GRAPH[name], name
 
 
 def test_the_indexer_and_the_query_side_do_not_import_each_other():

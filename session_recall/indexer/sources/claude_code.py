@@ -27,7 +27,7 @@ from pathlib import PurePath
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project
-from . import Parser, Skip
+from .base import Parser, Skip
 from . import media
 
 # Lines whose bytes name none of the types indexed here (progress,

@@ -36,7 +36,7 @@ import orjson
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project, visible_text
-from . import Parser, Skip
+from .base import Parser, Skip
 from . import media
 
 _INDEXED_TYPES = re.compile(
