@@ -47,7 +47,7 @@ from session_recall.query.parse import fts_query  # noqa: E402
 def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
     out = []
     with Index.open(str(db)) as ix:
-        engine, conn = ix.engine, ix.store.conn
+        engine, conn = ix.engine, ix.store.reader  # the connection the engine reads on
         for q in queries:
             if q["query"]:
                 terms, any_term, first = engine.retriever.parse(q["query"]), False, E.FTS_FIRST_PAGE
