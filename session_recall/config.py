@@ -64,6 +64,18 @@ class Settings(BaseSettings):
     # First use: an empty index with known sources is built before answering,
     # for at most this long (an agent's tool call times out after seconds).
     first_use_budget_s: float = Field(default=8.0, ge=0)
+    # Bounds on what one log may cost to read (docs/indexing.md, "Bounds"):
+    # a longer line is counted as too_large; a .zst stops being
+    # decompressed, counted as zst_limit, past zst_max_bytes of output, or
+    # past zst_ratio_after bytes and zst_max_ratio times its compressed size,
+    max_line_bytes: int = Field(default=64 << 20, ge=1 << 10)
+    zst_max_bytes: int = Field(default=4 << 30, ge=1 << 20)
+    zst_max_ratio: int = Field(default=100, ge=1)
+    zst_ratio_after: int = Field(default=64 << 20, ge=0)
+    # ... or past zst_lines_after lines and zst_max_line_ratio lines per
+    # compressed byte (a bomb of short lines).
+    zst_max_line_ratio: int = Field(default=8, ge=1)
+    zst_lines_after: int = Field(default=1 << 20, ge=0)
 
     _rules: tuple | None = PrivateAttr(default=None)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import apsw
 
 from .config import Settings, default_sources
+from .indexer.files import Limits
 from .indexer.sync import Syncer
 from .store import Store, check_database, writer_lock
 
@@ -113,7 +114,7 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             report["sources_from"] = origin
             if sources:
                 Syncer(store).register(sources)
-                Syncer(store).run(None)
+                Syncer(store, limits=Limits.of(settings)).run(None)
             counts = store.counts()
             report["sessions"], report["messages"] = counts["sessions"], counts["messages"]
         finally:

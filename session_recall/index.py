@@ -13,6 +13,7 @@ import orjson
 
 from .config import Settings, configured_sources, default_db, default_sources, load_settings
 from .doctor import doctor
+from .indexer.files import Limits
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import FTS_FIRST_PAGE, Engine, Run
@@ -83,6 +84,11 @@ class Index:
 
     # --- indexing ---------------------------------------------------------------
 
+    @property
+    def limits(self) -> Limits:
+        """What one log may cost to read, from the settings."""
+        return Limits.of(self.settings)
+
     def configured_sources(self) -> list[tuple[str, str]]:
         """Sources from the settings, as (path, kind)."""
         return configured_sources(self.settings)
@@ -107,7 +113,7 @@ class Index:
             paths = [str(paths)]
         if not paths:
             self.register_default_sources()
-        syncer = Syncer(self.store, progress=progress)
+        syncer = Syncer(self.store, progress=progress, limits=self.limits)
         self._syncer = syncer
         try:
             return syncer.run(paths, kind, prune=prune)
@@ -120,7 +126,7 @@ class Index:
         index current: `run()` reconciles, then mirrors changes until `stop()`."""
         from .indexer.watch import Watcher  # watchdog only for those who watch
 
-        return Watcher(self.store, paths, kind, on_sync=on_sync)
+        return Watcher(self.store, paths, kind, on_sync=on_sync, limits=self.limits)
 
     def stop(self) -> None:
         """Ask a running sync to stop after its current batch."""
@@ -142,6 +148,12 @@ class Index:
             self.sync(None)
         except WriterBusy:
             return {"first_use": "the index is empty and another process is building it; ask again shortly"}
+        except Exception as e:  # noqa: BLE001 - the answer must still come: an empty index, and why
+            # Hostile logs are counted inside the pass; this is anything else,
+            # and the caller (an agent's tool call) gets an envelope, not a
+            # trace. Only the exception's type: its message may quote a log.
+            return {"first_use": f"the index is empty and building it failed ({type(e).__name__}); "
+                                 "run `recall index` to see why"}
         finally:
             timer.cancel()
         pending = self.store.files_pending()

@@ -127,3 +127,23 @@ def test_wipe_cost_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert data["messages_forgotten"] > 0
     assert "| secure_delete cost on the build (ON / OFF) |" in proc.stdout
     assert not (tmp_path / "corpus.work" / "wipe" / "logs").exists()  # the scratch copy is gone
+
+def test_the_redaction_bench_runs_and_writes_its_figures(tmp_path: Path) -> None:
+    """`bench/redaction_fp.py` on tiny inputs, against this checkout's HEAD
+    (always there in a git checkout): it exits 0 and writes every figure."""
+    if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
+        import pytest
+
+        pytest.skip("not a git checkout")
+    out = tmp_path / "fp.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "redaction_fp.py"), "--base", "HEAD", "--corpus-mb", "0.1",
+         "--dense-mb", "0.02", "--long-mb", "0.1", "--reps", "1", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert {"corpus", "dense", "long_line"} <= set(data)
+    assert 0 <= data["corpus"]["fp_share"] < 0.01 and data["corpus"]["mb_s"] > 0
+    assert data["dense"]["doubling"] > 0 and data["long_line"]["doubling"] > 0
+    assert "false positives, corpus:" in proc.stdout

@@ -24,7 +24,7 @@ from session_recall.model import Envelope
 from session_recall.query import passages as P
 from session_recall.query.engine import Run
 from session_recall.query.gates import Scope
-from session_recall.text.redact import KINDS, find_secret
+from session_recall.text.redact import KINDS, TABLE, find_secret
 
 # One sample per secret kind of the redactor: (text to plant, a fragment of
 # the secret itself that must never come out).
@@ -43,6 +43,10 @@ SECRETS: dict[str, tuple[str, str]] = {
     "password": ("password=Hunter2Hunter2", "Hunter2Hunter2"),
     "email": ("ada.lovelace@example.com", "ada.lovelace@example"),
 }
+
+
+# the kinds added with redactor version 2: their first example in the table
+SECRETS.update({k.name: k.examples[0] for k in TABLE if k.examples and k.name not in SECRETS})
 
 
 def test_every_secret_kind_has_a_sample():
@@ -1023,7 +1027,7 @@ def test_no_planted_secret_appears_in_any_output(tmp_path, proj, corpus, run_rec
     other.mkdir()
     for n, (kind, (sample, _)) in enumerate(SECRETS.items()):
         cwd = proj if n % 2 else other
-        s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n + 1:02d}T08:00:00Z")
+        s = corpus.session(f"s-{kind}", cwd, title=f"deploy notes {sample}", started_at=f"2026-11-{n % 28 + 1:02d}T{8 + n // 28:02d}:00:00Z")
         s.say("u1", f"deploy with {sample} please")
         s.say("c1", json.dumps({"command": f"curl -H '{sample}' https://api.example.com/deploy"}),
               role="tool_call", tool_name="Bash")

@@ -819,3 +819,48 @@ def test_kind_detection_reads_a_small_head_of_a_large_log(tmp_path, monkeypatch)
     first = [line for line, _ in zip(files.read_lines(str(log), 0), range(8))]
     assert [json.loads(line[0])["n"] for line in first] == list(range(8))
     assert 0 < sum(read) <= files.LINES_CHUNK < log.stat().st_size // 10
+
+
+def test_an_index_built_by_redactor_version_1_is_rebuilt_without_its_secrets(index, db_path, logs_dir, canonical):
+    """Version 1 did not know keyed values in env form (`DB_PASSWORD=...`):
+    an index it built holds them, in text, titles and attachment names. A
+    version change rebuilds it, messages whose file is gone included, and no
+    byte of those secrets is left in the database or its WAL."""
+    from session_recall.indexer.ingest import fts_body
+
+    secret, gone = "Zq8xVw2LmN4pRt6yHun", "Pk7wQ2zXc9Lm4Rt8Vb"
+    a, b = canonical("sa"), canonical("sb", cwd="/home/ada/b")
+    write(logs_dir / "a.jsonl", a.session(), a.message("m1", f"export DB_PASSWORD={secret} then deploy"))
+    write(logs_dir / "b.jsonl", b.session(), b.message("m1", f"gone: DB_PASSWORD={gone} shrike"))
+    index.sync([logs_dir])
+    (logs_dir / "b.jsonl").unlink()
+    index.sync([logs_dir])
+    conn = index.store.conn
+    with index.store.writer():  # what version 1 stored: the values bare
+        for rowid, text in list(conn.execute("SELECT id, text FROM messages")):
+            bare = text.replace(text[text.index("=") + 1 : text.index(" ", text.index("="))],
+                                secret if "export" in text else gone)
+            conn.execute("UPDATE messages SET text = ? WHERE id = ?", (bare, rowid))
+            conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+            conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(bare, [])[0]))
+        conn.execute("UPDATE sessions SET title = ?", (f"title DB_PASSWORD={gone}",))
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'redactor_version'")
+    assert found(index, "shrike") == [("sb", "m1")]
+    assert index.status()["stale"]
+
+    report = index.sync([logs_dir])
+    assert report.rebuilt is True
+    assert index.status()["redactor_version"] == REDACTOR_VERSION
+    assert found(index, "shrike") == [("sb", "m1")] and found(index, "deploy") == [("sa", "m1")]
+    for text, _ in messages(index).values():
+        assert secret not in text and gone not in text
+    titles = [t for (t,) in conn.execute("SELECT title FROM sessions")]
+    assert all(gone not in (t or "") for t in titles)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for suffix in ("", "-wal"):
+        p = Path(f"{db_path}{suffix}")
+        if p.exists():
+            blob = p.read_bytes()
+            for s in (secret, gone):
+                for piece in {s[i : i + 8] for i in range(len(s) - 7)} | {s[i : i + 8].lower() for i in range(len(s) - 7)}:
+                    assert piece.encode() not in blob, (p.name, piece)

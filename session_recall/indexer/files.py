@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import zstandard
@@ -25,6 +26,63 @@ CHUNK = 1 << 20
 LINES_CHUNK = 64 << 10
 HEAD_SAMPLE = 64 << 10
 TAIL_SAMPLE = 4 << 10
+# Compressed input is fed to the decompressor this many bytes at a time: zstd
+# turns a few bytes into up to 128 KiB (an RLE block), so one call makes at
+# most about 32 MiB however the file was built, and a bomb is stopped within
+# that much of its bound. Larger pieces save little (measured: 1 KiB costs
+# about 20 % more than 16 KiB on a 10 MB archive).
+ZST_PIECE = 1 << 10
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one log may cost to read (docs/indexing.md, "Bounds").
+
+    A line longer than `max_line_bytes` is counted as `too_large` and skipped
+    without being held in memory whole. A `.zst` stops being decompressed
+    (counted as `zst_limit`, the lines before indexed) when its output passes
+    `zst_max_bytes`, or passes `zst_ratio_after` bytes and `zst_max_ratio`
+    times the compressed bytes read so far, or passes `zst_lines_after`
+    lines and `zst_max_line_ratio` lines per compressed byte: a line costs
+    the reader a fixed amount of work whatever its length, and a bomb of
+    short lines (`{}` repeated) is dear long before it is large."""
+
+    max_line_bytes: int = 64 << 20
+    zst_max_bytes: int = 4 << 30
+    zst_max_ratio: int = 100
+    zst_ratio_after: int = 64 << 20
+    zst_max_line_ratio: int = 8
+    zst_lines_after: int = 1 << 20
+
+    @classmethod
+    def of(cls, settings) -> Limits:
+        """The limits a config.Settings names (its fields of the same names)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class Damaged(Exception):
+    """A `.zst` that cannot be read on (`corrupt_zst`: not a valid stream,
+    or cut off inside a frame) or may not be (`zst_limit`); what was
+    decompressed before it is good."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)  # the only argument: it pickles across processes
+        self.reason = reason
+
+
+class Overlong:
+    """A line longer than Limits.max_line_bytes, in place of its bytes:
+    its length (with its newline) and the samples of it that a Prefix keeps."""
+
+    __slots__ = ("head", "length", "tail")
+
+    def __init__(self, length: int, head: bytes, tail: bytes):
+        self.length = length
+        self.head = head
+        self.tail = tail
 
 
 def is_log(name: str) -> bool:
@@ -146,6 +204,13 @@ class Prefix:
             tail = (self.tail + tail)[-TAIL_SAMPLE:]
         return _blake(str(self.offset + upto).encode(), head, tail)
 
+    def skip(self, line: Overlong) -> None:
+        """An over-long line after `offset` is consumed (from its samples)."""
+        if len(self.head) < HEAD_SAMPLE:
+            self.head += line.head[:HEAD_SAMPLE - len(self.head)]
+        self.tail = (self.tail + line.tail)[-TAIL_SAMPLE:]
+        self.offset += line.length
+
     def advance(self, data: bytes) -> None:
         """`data`, the bytes just after `offset`, are consumed."""
         if len(self.head) < HEAD_SAMPLE:
@@ -163,8 +228,80 @@ def file_identity(path: str, size: int) -> str:
     return _blake(str(size).encode(), head, tail)
 
 
+def _within(data: bytes, out: int, lines: int, compressed: int, limits: Limits) -> int:
+    """How many bytes of `data`, decompressed after `out` bytes and `lines`
+    newlines from `compressed` bytes of input, the limits allow."""
+    keep = min(limits.zst_max_bytes, max(limits.zst_ratio_after, limits.zst_max_ratio * compressed)) - out
+    keep = max(0, min(len(data), keep))
+    cap = max(limits.zst_lines_after, limits.zst_max_line_ratio * compressed) - lines
+    if data.count(b"\n", 0, keep) > cap:
+        # The longest prefix with at most `cap` newlines: a binary search of
+        # counts in C, not a visit of each line.
+        lo, hi = 0, keep
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if data.count(b"\n", 0, mid) <= cap:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep = lo
+    return keep
+
+
+def _zst_output(fh, size: int, limits: Limits) -> Iterator[bytes]:
+    """The decompressed bytes of a `.zst` (all its frames), in pieces of
+    about `size`. Raises Damaged where the stream is not valid, ends inside
+    a frame, or passes the limits; every byte before that point is yielded
+    first."""
+    dctx = zstandard.ZstdDecompressor()
+    dobj = dctx.decompressobj()
+    in_frame = False  # input given to the current frame, which has not ended
+    compressed = out = lines = 0
+    held: list[bytes] = []
+    n_held = 0
+    problem = None
+    while problem is None:
+        piece = fh.read(ZST_PIECE)
+        if not piece:
+            if in_frame:
+                problem = "corrupt_zst"  # cut off inside a frame
+            break
+        compressed += len(piece)
+        while piece:
+            try:
+                data = dobj.decompress(piece)
+            except zstandard.ZstdError:
+                problem = "corrupt_zst"
+                break
+            in_frame = True
+            piece = b""
+            if dobj.eof:  # a frame ended; what follows is the next frame's
+                piece = dobj.unused_data
+                dobj = dctx.decompressobj()
+                in_frame = False
+            if not data:
+                continue
+            keep = _within(data, out, lines, compressed, limits)
+            if keep < len(data):
+                held.append(data[:keep])  # what the limits allow of it
+                problem = "zst_limit"
+                break
+            out += len(data)
+            lines += data.count(b"\n")
+            held.append(data)
+            n_held += len(data)
+            if n_held >= size:
+                yield b"".join(held)
+                held.clear()
+                n_held = 0
+    if held:
+        yield b"".join(held)
+    if problem is not None:
+        raise Damaged(problem)
+
+
 def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | None = None,
-            size: int = CHUNK) -> Iterator[bytes]:
+            size: int = CHUNK, limits: Limits = DEFAULT_LIMITS) -> Iterator[bytes]:
     with open(path, "rb") as fh:
         if prefix is not None and not is_zst(path):
             # The samples of what was consumed before `offset`, through the
@@ -175,53 +312,97 @@ def _chunks(path: str, offset: int, expect: str | None = None, prefix: Prefix | 
                 raise FileChanged(TRUNCATED if os.fstat(fh.fileno()).st_size < offset else REWRITTEN)
             prefix.offset, prefix.head, prefix.tail = start.offset, start.head, start.tail
         if is_zst(path):
-            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-            skip = offset
-            while skip:
-                got = reader.read(min(skip, size))
-                if not got:
-                    return
-                skip -= len(got)
-        else:
-            fh.seek(offset)
-            reader = fh
-        while chunk := reader.read(size):
+            skip = offset  # a stream cannot seek: what was read before is decompressed again
+            for chunk in _zst_output(fh, size, limits):
+                if skip >= len(chunk):
+                    skip -= len(chunk)
+                    continue
+                yield chunk[skip:] if skip else chunk
+                skip = 0
+            return
+        fh.seek(offset)
+        while chunk := fh.read(size):
             yield chunk
 
 
 def read_blocks(path: str, offset: int, *, expect: str | None = None,
-                prefix: Prefix | None = None, size: int = CHUNK) -> Iterator[bytes]:
+                prefix: Prefix | None = None, size: int = CHUNK,
+                limits: Limits = DEFAULT_LIMITS) -> Iterator[bytes | Overlong]:
     """The bytes after `offset` in blocks that each end with a newline (about
-    `size` bytes; a line of any length arrives whole, in one block). A last
-    line without its newline is not returned: it waits for it.
+    `size` bytes; a line of any length up to `limits.max_line_bytes` arrives
+    whole, in one block). A longer line arrives as an Overlong in its place,
+    having never been held in memory whole. A last line without its newline
+    is not returned: it waits for it.
 
     Given `prefix` (a plain file), it is set, when the file is opened, to the
     samples of the bytes before `offset` (the caller advances it over the
     blocks); given also `expect`, the signature of those bytes as an earlier
     read consumed them, a file whose prefix is no longer that raises
-    FileChanged before anything is read."""
-    pending: list[bytes] = []
-    for chunk in _chunks(path, offset, expect, prefix, size):
+    FileChanged before anything is read. A `.zst` that cannot be read to its
+    end raises files.Damaged after the blocks before the damage."""
+    max_line = limits.max_line_bytes
+    pending: list[bytes] = []  # the start of a line, not yet ended
+    n_pending = 0
+    # An over-long line being passed over: its length so far and samples.
+    long_len, long_head, long_tail = -1, b"", b""
+    for chunk in _chunks(path, offset, expect, prefix, size, limits):
+        if long_len >= 0:
+            nl = chunk.find(b"\n")
+            part = chunk if nl == -1 else chunk[: nl + 1]
+            long_len += len(part)
+            if len(long_head) < HEAD_SAMPLE:
+                long_head += part[: HEAD_SAMPLE - len(long_head)]
+            long_tail = (long_tail + part[-TAIL_SAMPLE:])[-TAIL_SAMPLE:]
+            if nl == -1:
+                continue
+            yield Overlong(long_len, long_head, long_tail)
+            long_len, long_head, long_tail = -1, b"", b""
+            chunk = chunk[nl + 1:]
+            if not chunk:
+                continue
         nl = chunk.rfind(b"\n")
         if nl == -1:
             pending.append(chunk)
+            n_pending += len(chunk)
+            if n_pending > max_line:
+                head = b"".join(pending)
+                long_len, long_head, long_tail = n_pending, head[:HEAD_SAMPLE], head[-TAIL_SAMPLE:]
+                pending.clear()
+                n_pending = 0
             continue
         if pending:
-            pending.append(chunk[: nl + 1])
-            yield b"".join(pending)
-            pending.clear()
+            first = chunk.find(b"\n")
+            if n_pending + first + 1 > max_line:
+                head = b"".join(pending) + chunk[: first + 1]
+                yield Overlong(len(head), head[:HEAD_SAMPLE], head[-TAIL_SAMPLE:])
+                del head
+                pending.clear()
+                n_pending = 0
+                if first < nl:
+                    yield chunk[first + 1: nl + 1]
+            else:
+                pending.append(chunk[: nl + 1])
+                yield b"".join(pending)
+                pending.clear()
+                n_pending = 0
         else:
             yield chunk[: nl + 1] if nl + 1 < len(chunk) else chunk
         if nl + 1 < len(chunk):
             pending.append(chunk[nl + 1 :])
+            n_pending += len(chunk) - nl - 1
 
 
 def read_lines(path: str, offset: int) -> Iterator[tuple[bytes, int]]:
     """(line without newline, offset just past its newline) for each complete
     line after `offset`. For a file's first lines (its kind): it reads in
-    small chunks, so a caller that stops early has not read a whole MiB."""
+    small chunks, so a caller that stops early has not read a whole MiB. An
+    over-long line is passed over; a damaged `.zst` raises Damaged after the
+    lines before the damage."""
     pos = offset
     for block in read_blocks(path, offset, size=LINES_CHUNK):
+        if isinstance(block, Overlong):
+            pos += block.length
+            continue
         lines = block.split(b"\n")
         lines.pop()  # the empty piece after the block's last newline
         for line in lines:

@@ -56,7 +56,8 @@ def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
         for a in ev.attachments:
             d = a.model_dump()
             d["name"], k = redactor.redact(a.name)
-            n += k
+            d["id"], j = redactor.redact_id(a.id)
+            n += k + j
             names.append(d["name"])
             items.append(d)
         atts = orjson.dumps(items).decode()

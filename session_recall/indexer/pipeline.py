@@ -12,7 +12,10 @@ process that touches the database.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import multiprocessing
+import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +27,91 @@ from ..text.redact import Redactor
 from . import files as F
 from .ingest import prepare
 from .sources import Skip, kinds
+
+log = logging.getLogger(__name__)
+
+# A run of NUL bytes in a line (a file allocated before it was written, the
+# hole a crash leaves) separates lines: what follows it is read on its own.
+_NUL_RUN = re.compile(rb"\x00+")
+# What a piece cut off by NUL bytes fails with when it is the damage itself,
+# not a line: counted once, as the run's `nul_bytes`.
+_DAMAGE = frozenset({"blank", "malformed_json", "invalid_utf8", "nul_bytes", "not_object"})
+# Runs of empty lines at least this long are counted without visiting each
+# (a .zst of newlines inflates to any number of them).
+_EMPTY_RUN = b"\n" * 64
+_NEWLINES = re.compile(rb"\n+")
+
+
+def _segments(block: bytes):
+    """(segment, empty lines after it) covering `block`: each segment ends
+    with a newline, and the long runs of empty lines between them are
+    found with a substring search and a regex over the run alone, in C."""
+    pos = 0
+    while True:
+        i = block.find(_EMPTY_RUN, pos)
+        if i == -1:
+            yield (block if pos == 0 else block[pos:]), 0
+            return
+        run_end = _NEWLINES.match(block, i).end()
+        yield block[pos:i + 1], run_end - i - 1
+        pos = run_end
+        if pos == len(block):
+            return
+
+
+# Reasons a line is skipped for that depend on its bytes alone (load_object,
+# is_noise), never on the parser's state: a repeat of such a line is counted
+# without being parsed again. Repeats are what a compressed bomb is made of.
+_PURE = frozenset({"noise", "malformed_json", "invalid_utf8", "not_object", "missing_type", "too_deep"})
+_MEMO_LINE = 512  # bytes; longer lines are rarely repeated and cost their parse anyway
+_MEMO_SIZE = 1024
+
+
+def feed_line(parser, line: bytes, skips: Counter[str], max_line: int, memo: dict | None = None) -> list:
+    """The events of one line that is not plain noise, or [] with the line
+    counted under its reason. Nothing a line holds can stop the file: an
+    exception of the parser (a bug, or an input it did not foresee) is
+    counted as `parse_error` and logged, and the next line is read."""
+    if len(line) > max_line:
+        skips["too_large"] += 1
+        return []
+    if b"\x00" in line:
+        events: list = []
+        skips["nul_bytes"] += 1
+        for piece in _NUL_RUN.split(line):
+            if not piece:
+                continue
+            if memo is not None and piece in memo:
+                if memo[piece] not in _DAMAGE:
+                    skips[memo[piece]] += 1
+                continue
+            events.extend(_feed(parser, piece, skips, _DAMAGE, memo))
+        return events
+    return _feed(parser, line, skips, frozenset(), memo)
+
+
+def _feed(parser, line: bytes, skips: Counter[str], silent: frozenset[str], memo: dict | None = None) -> list:
+    try:
+        return parser.feed(line)
+    except Skip as s:
+        if s.reason not in silent:
+            skips[s.reason] += 1
+        if memo is not None and s.reason in _PURE and len(line) <= _MEMO_LINE:
+            if len(memo) >= _MEMO_SIZE:
+                memo.clear()
+            memo[line] = s.reason
+    except RecursionError:
+        skips["too_deep"] += 1
+    except MemoryError:
+        skips["too_large"] += 1
+    except Exception:
+        log.warning("a line of %s could not be parsed; counted as parse_error", parser.path, exc_info=True)
+        skips["parse_error"] += 1
+    finally:
+        if parser.notes:
+            skips.update(parser.notes)
+            parser.notes.clear()
+    return []
 
 
 @dataclass
@@ -42,13 +130,18 @@ class Batch:
 
 def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
             batch_lines: int, batch_bytes: int, max_bytes: float = float("inf"),
-            expect: str | None = None) -> Iterator[Batch]:
+            expect: str | None = None, limits: F.Limits = F.DEFAULT_LIMITS) -> Iterator[Batch]:
     """The batches of `path` after `offset`, stopping after the batch that
     passes `max_bytes` read (a range), or at the last complete line.
 
     `expect` is the signature of the file's first `offset` bytes as they were
     consumed (a plain file): if the file no longer starts with them, it raises
-    files.FileChanged before reading on."""
+    files.FileChanged before reading on.
+
+    Nothing in the bytes stops a file: a line that cannot be read is counted
+    and skipped (feed_line), an over-long one is passed over unread, and a
+    `.zst` that is damaged or passes its limits ends with the lines before
+    the damage, the damage counted (`corrupt_zst`, `zst_limit`)."""
     parser = kinds()[kind](path, state)
     redactor = Redactor(key)
     parser.redact = lambda text: redactor.redact(text)[0]
@@ -63,17 +156,30 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     block_start = offset
 
     def cut() -> Batch:
-        nonlocal events, skips, start, n_lines, noise
+        nonlocal events, skips, start, n_lines, noise, blank
         if noise:
             skips["noise"] += noise
+        if blank:
+            skips["blank"] += blank
+        kept = []
         for ev in events:
             if isinstance(ev, MessageEvent):
-                ev.prepared = prepare(ev, redactor)
+                try:
+                    ev.prepared = prepare(ev, redactor)
+                except RecursionError:
+                    skips["too_deep"] += 1
+                    continue
+                except Exception:
+                    log.warning("a message of %s could not be prepared; counted as parse_error", path,
+                                exc_info=True)
+                    skips["parse_error"] += 1
+                    continue
+            kept.append(ev)
         # A deep copy: the parser goes on changing its nested state, and this
         # batch's offset must be saved with the state as it is here.
         sig = None if prefix is None else prefix.digest(block, end - block_start)
-        b = Batch(events, skips, end, orjson.loads(orjson.dumps(parser.state)), n_lines, end - start, sig)
-        events, skips, start, n_lines, noise = [], Counter(), end, 0, 0
+        b = Batch(kept, skips, end, orjson.loads(orjson.dumps(parser.state)), n_lines, end - start, sig)
+        events, skips, start, n_lines, noise, blank = [], Counter(), end, 0, 0, 0
         return b
 
     # The hot loop. Most lines are noise: the test of Parser.is_noise is
@@ -81,43 +187,77 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     # in a local, so such a line costs a split, a few byte comparisons and
     # one regex search in C.
     indexed_types = parser.indexed_types.search
-    feed = parser.feed
-    for block in F.read_blocks(path, offset, expect=expect, prefix=prefix):
-        block_start = end
-        lines = block.split(b"\n")
-        lines.pop()  # the empty piece after the block's last newline
-        for line in lines:
-            end += len(line) + 1
-            n_lines += 1
-            if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
-                    and indexed_types(line) is None):
-                noise += 1
+    max_line = limits.max_line_bytes
+    blank = 0
+    memo: dict[bytes, str] = {}  # short lines skipped for a _PURE reason
+    try:
+        for block in F.read_blocks(path, offset, expect=expect, prefix=prefix, limits=limits):
+            block_start = end
+            if type(block) is F.Overlong:  # never held whole: counted from its length
+                end += block.length
+                n_lines += 1
+                skips["too_large"] += 1
+                if prefix is not None:
+                    prefix.skip(block)
+                block, block_start = b"", end
             else:
-                try:
-                    events.extend(feed(line))
-                except Skip as s:
-                    skips[s.reason] += 1
-                if parser.notes:
-                    skips.update(parser.notes)
-                    parser.notes.clear()
+                for segment, empties in _segments(block):
+                    lines = segment.split(b"\n")
+                    lines.pop()  # the empty piece after the segment's last newline
+                    for line in lines:
+                        end += len(line) + 1
+                        n_lines += 1
+                        if (line[:1] == b"{" and line[-1:] == b"}" and b'"type"' in line
+                                and indexed_types(line) is None):
+                            noise += 1
+                        elif not line:
+                            blank += 1
+                        elif line in memo:
+                            skips[memo[line]] += 1
+                        else:
+                            got = feed_line(parser, line, skips, max_line, memo)
+                            if got:
+                                events.extend(got)
+                        if n_lines >= batch_lines or end - start >= batch_bytes:
+                            yield cut()
+                            if end - offset >= max_bytes:
+                                return
+                    if empties:  # a long run of empty lines: counted, not visited
+                        end += empties
+                        n_lines += empties
+                        blank += empties
             if n_lines >= batch_lines or end - start >= batch_bytes:
                 yield cut()
                 if end - offset >= max_bytes:
                     return
-        if prefix is not None:
-            prefix.advance(block)
-            block, block_start = b"", end
-    if end != start or events or skips or noise:
+            if prefix is not None:
+                prefix.advance(block)
+                block, block_start = b"", end
+    except F.Damaged as d:
+        # The file changed while it was decompressed (its identity is no
+        # longer the one the read was decided on): not damage, a rewrite.
+        if expect is not None and F.is_zst(path) and _zst_changed(path, expect):
+            raise F.FileChanged(F.REWRITTEN) from None
+        skips[d.reason] += 1
+    if end != start or events or skips or noise or blank:
         yield cut()
 
 
+def _zst_changed(path: str, ident: str) -> bool:
+    try:
+        return F.file_identity(path, os.stat(path).st_size) != ident
+    except OSError:
+        return True
+
+
 def read_range(path: str, kind: str, offset: int, state: dict, key: bytes, batch_lines: int,
-               batch_bytes: int, max_bytes: float, expect: str | None = None) -> tuple[list[Batch], bool]:
+               batch_bytes: int, max_bytes: float, expect: str | None = None,
+               limits: F.Limits = F.DEFAULT_LIMITS) -> tuple[list[Batch], bool]:
     """One range of batches, for a worker process; and whether the file ended.
     `expect`: the signature of the bytes before `offset`, as `batches` takes it
     (a range that follows another starts where that one's last batch ended)."""
     out = list(batches(path, kind, offset, state, key, batch_lines=batch_lines, batch_bytes=batch_bytes,
-                       max_bytes=max_bytes, expect=expect))
+                       max_bytes=max_bytes, expect=expect, limits=limits))
     consumed = (out[-1].end - offset) if out else 0
     return out, consumed < max_bytes
 

@@ -2,7 +2,40 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
+
+from ..text.redact import is_secret_key
+
+# A JSON string literal, and whether a colon follows it (an object's key).
+_STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.DOTALL)
+
+
+def _deep_strings(text: str) -> list[str]:
+    """The string values of JSON text nested deeper than orjson decodes (1,024
+    levels), in document order, found by a scan of its string literals (keys
+    left out), never by recursion. Numbers are not kept."""
+    out: list[str] = []
+    for m in _STRING.finditer(text.encode("utf-8", "surrogatepass")):
+        if m.group(2):
+            continue
+        try:
+            value = orjson.loads(b'"' + m.group(1) + b'"')
+        except orjson.JSONDecodeError:
+            continue
+        if value:
+            out.append(value)
+    return out
+
+
+
+def _keyed(key: str, value: str) -> str:
+    """A string under a secret-naming key (`password`, `api_key`, `auth`...),
+    written as `"key": "value"` so that the redactor takes the value whatever
+    its shape (its own quotes become `'`, its line breaks spaces)."""
+    v = value.replace('"', "'").replace("\n", " ").replace("\r", " ")
+    return f'"{key}": "{v}"'
 
 
 def _leaves(value, out: list[str]) -> None:
@@ -16,7 +49,8 @@ def _leaves(value, out: list[str]) -> None:
             if value:
                 out.append(value)
         elif isinstance(value, dict):
-            stack.extend(reversed(value.values()))
+            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and is_secret_key(k) else v
+                                   for k, v in value.items()]))
         elif isinstance(value, list):
             stack.extend(reversed(value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -32,7 +66,9 @@ def visible_text(text: str) -> str:
         return text
     try:
         value = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as e:
+        if str(e).startswith("depth limit"):
+            return "\n".join(_deep_strings(text))
         return text
     out: list[str] = []
     _leaves(value, out)

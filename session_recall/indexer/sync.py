@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import logging
 import os
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
+import apsw
 import orjson
 import zstandard
 
@@ -30,6 +33,8 @@ from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
 from .sources import detect_kind
+
+log = logging.getLogger(__name__)
 
 KINDS = ("auto", "canonical", "claude-code", "codex")
 BATCH_LINES = 20_000
@@ -93,8 +98,10 @@ class ReadJob:
 
 class Syncer:
     def __init__(self, store: Store, *, progress: Progress | None = None,
-                 batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES):
+                 batch_lines: int = BATCH_LINES, batch_bytes: int = BATCH_BYTES,
+                 limits: F.Limits = F.DEFAULT_LIMITS):
         self.store = store
+        self.limits = limits
         self.conn = store.conn
         self.progress = progress
         self.batch_lines = batch_lines
@@ -362,11 +369,20 @@ class Syncer:
         return 0
 
     def _detect(self, path: str) -> str | None:
+        """The kind of a log from its first lines. A damaged `.zst` is
+        detected from the lines before its damage (which its read then
+        counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
-        for line, _ in F.read_lines(path, 0):
-            first.append(line)
-            if len(first) >= DETECT_LINES:
-                break
+        try:
+            for line, _ in F.read_lines(path, 0):
+                first.append(line)
+                if len(first) >= DETECT_LINES:
+                    break
+        except F.Damaged:
+            kind = detect_kind(first)
+            if kind is None:
+                raise
+            return kind
         return detect_kind(first)
 
     def _delete_file_messages(self, fid: int) -> None:
@@ -391,24 +407,40 @@ class Syncer:
         one commits them, one range ahead."""
         todo = sum(max(0, j.st.st_size - j.offset) for j in jobs)
         if todo < P.WORKER_MIN_BYTES or not self.parallel:
-            for job in jobs:
-                if self.stop_requested:
-                    return
-                with self._file_errors(problems, job):
-                    for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
-                                           batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
-                                           expect=job.expect):
-                        self._commit(job, batch)
-                        if self.stop_requested:
-                            return
-                    self._finish(job)
+            self._read_here(jobs, problems)
             return
+        left = self._read_in_worker(jobs, problems)
+        if left:
+            # The worker process died (killed, out of memory): the file it
+            # was reading is counted (file_error; the next pass resumes it
+            # from its committed offset) and the files not yet started are
+            # read here, so that one file cannot cost the others their pass.
+            self._read_here(left, problems)
+
+    def _read_here(self, jobs: list[ReadJob], problems: Counter[str]) -> None:
+        for job in jobs:
+            if self.stop_requested:
+                return
+            with self._file_errors(problems, job):
+                for batch in P.batches(job.path, job.kind, job.offset, job.state, self.redactor.key,
+                                       batch_lines=self.batch_lines, batch_bytes=self.batch_bytes,
+                                       expect=job.expect, limits=self.limits):
+                    self._commit(job, batch)
+                    if self.stop_requested:
+                        return
+                self._finish(job)
+
+    def _read_in_worker(self, jobs: list[ReadJob], problems: Counter[str]) -> list[ReadJob]:
+        """The worker's half of _read_jobs; returns the jobs not started
+        when the worker process died (none if it did not)."""
         key = self.redactor.key
 
         def submit(job: ReadJob, offset: int, state: dict, expect: str | None) -> cf.Future:
             span = float("inf") if F.is_zst(job.path) else P.RANGE_BYTES  # a .zst cannot seek
+            # For a .zst, `expect` is its identity: a reader that meets damage
+            # tells a file written again meanwhile from a damaged one by it.
             return pool.submit(P.read_range, job.path, job.kind, offset, state, key,
-                               self.batch_lines, self.batch_bytes, span, None if F.is_zst(job.path) else expect)
+                               self.batch_lines, self.batch_bytes, span, expect, self.limits)
 
         def first_range(job: ReadJob) -> int:  # bytes of log (a .zst is read whole)
             left = max(0, job.st.st_size - job.offset)
@@ -426,43 +458,55 @@ class Syncer:
             def fill() -> None:
                 nonlocal queued
                 while pending and (not ahead or queued + first_range(pending[0]) <= P.LOOKAHEAD_BYTES):
-                    job = pending.popleft()
+                    job = pending[0]
+                    future = submit(job, job.offset, job.state, job.expect)
+                    pending.popleft()
                     queued += first_range(job)
-                    ahead.append((job, submit(job, job.offset, job.state, job.expect)))
+                    ahead.append((job, future))
 
-            fill()
             following: cf.Future | None = None  # the next range of `job`
-            while (following or ahead) and not self.stop_requested:
-                if following is None:
-                    job, future = ahead.popleft()
-                    queued -= first_range(job)
-                else:
-                    future, following = following, None
+            try:
                 fill()
-                out: list[P.Batch] = []
-                done, failed = True, True
-                with self._file_errors(problems, job):
-                    out, done = future.result()
-                    failed = False
-                if not done and not failed:  # queued now, so the worker reads it while this commits
-                    following = submit(job, out[-1].end, out[-1].state, out[-1].sig)
-                committed = False
-                # The file can vanish or change between its read and its commit.
-                with self._file_errors(problems, job):
-                    for batch in out:
-                        self._commit(job, batch)
-                        if self.stop_requested:
-                            break
-                    committed = True
-                if not committed and following is not None:
-                    # Its next range starts past what was not committed: drop
-                    # it; the next pass resumes at the committed offset.
-                    following.cancel()
-                    following = None
-                if done and not failed and committed and not self.stop_requested:
+                while (following or ahead) and not self.stop_requested:
+                    if following is None:
+                        job, future = ahead.popleft()
+                        queued -= first_range(job)
+                    else:
+                        future, following = following, None
+                    fill()
+                    out: list[P.Batch] = []
+                    done, failed = True, True
                     with self._file_errors(problems, job):
-                        self._finish(job)
+                        out, done = future.result()
+                        failed = False
+                    if not done and not failed:  # queued now, so the worker reads it while this commits
+                        following = submit(job, out[-1].end, out[-1].state, out[-1].sig)
+                    committed = False
+                    # The file can vanish or change between its read and its commit.
+                    with self._file_errors(problems, job):
+                        for batch in out:
+                            self._commit(job, batch)
+                            if self.stop_requested:
+                                break
+                        committed = True
+                    if not committed and following is not None:
+                        # Its next range starts past what was not committed: drop
+                        # it; the next pass resumes at the committed offset.
+                        following.cancel()
+                        following = None
+                    if done and not failed and committed and not self.stop_requested:
+                        with self._file_errors(problems, job):
+                            self._finish(job)
+            except BrokenProcessPool:
+                log.warning("the parsing worker died; the files not started are read in this process",
+                            exc_info=True)
+                problems["file_error"] += 1  # the file it was reading
+                if following is not None:
+                    following.cancel()
+                pool.shutdown(wait=False, cancel_futures=True)
+                return [j for j, _ in ahead] + list(pending)
             pool.shutdown(cancel_futures=True)
+        return []
 
     @contextlib.contextmanager
     def _file_errors(self, problems: Counter[str], job: ReadJob | None = None):
@@ -476,11 +520,25 @@ class Syncer:
             problems["unreadable_file"] += 1
         except FileNotFoundError:
             problems["vanished_file"] += 1  # deleted or renamed since it was listed, or while it was read
-        except F.FileChanged as e:
+        except (F.FileChanged, F.Damaged) as e:
             problems[e.reason] += 1
         except zstandard.ZstdError:
             # A .zst written again while it was decompressed reads as garbage.
             problems[F.REWRITTEN if job is not None and self._zst_changed(job) else "corrupt_zst"] += 1
+        except (apsw.Error, KeyboardInterrupt, SystemExit, cf.CancelledError, BrokenProcessPool):
+            raise  # the database's problem, a stop, or the worker's death: not this file's
+        except RecursionError:
+            problems["too_deep"] += 1
+            log.warning("reading %s failed; counted as too_deep", job.path if job else "a file", exc_info=True)
+        except MemoryError:
+            problems["too_large"] += 1
+            log.warning("reading %s failed; counted as too_large", job.path if job else "a file", exc_info=True)
+        except Exception:
+            # Whatever else a file does to its reader (a bug a line found, a
+            # worker process that died), it is this file's problem only: it
+            # is counted and the other files and sources go on.
+            problems["file_error"] += 1
+            log.warning("reading %s failed; counted as file_error", job.path if job else "a file", exc_info=True)
 
     @staticmethod
     def _zst_changed(job: ReadJob) -> bool:
@@ -572,7 +630,8 @@ class Syncer:
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text."""
+        are re-redacted and re-tokenized from their stored text, and so are
+        titles and attachment ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -595,14 +654,21 @@ class Syncer:
                     items = orjson.loads(atts)
                     for a in items:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
+                        a["id"], _ = self.redactor.redact_id(a["id"])
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
                 body, nfkc, ntok = fts_body(text, names)
                 self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ? WHERE id = ?",
                                   (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+            # Titles too: a session whose file is gone keeps the title it had.
+            for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
+                new, n = self.redactor.redact(title, keep_placeholders=True)
+                if n:
+                    self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+            self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
             # The kept messages were re-redacted in place: their old text is in
             # freed space of pages not zeroed on older databases, and the old
             # FTS5 table's pages were dropped; the end of the pass VACUUMs.

@@ -11,17 +11,22 @@ OS dropped. Stopping (SIGINT/SIGTERM, or `stop()`) takes effect between batches.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 
+import apsw
+
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from ..store import Store
-from .files import is_log
+from .files import DEFAULT_LIMITS, Limits, is_log
 from .sync import Syncer, SyncReport
+
+log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.1
 RECONCILE_EVERY_S = 300.0
@@ -47,8 +52,11 @@ class _Enqueue(FileSystemEventHandler):
 class Watcher:
     def __init__(self, store: Store, paths: list[str] | None, kind: str = "auto", *,
                  debounce: float = DEBOUNCE_S, reconcile_every: float = RECONCILE_EVERY_S,
-                 on_sync: Callable[[SyncReport], None] | None = None):
+                 on_sync: Callable[[SyncReport], None] | None = None, limits: Limits = DEFAULT_LIMITS):
         self.store = store
+        self.limits = limits
+        # Passes that failed (logged, then the watch went on).
+        self.failures = 0
         self.paths = paths
         self.kind = kind
         self.debounce = debounce
@@ -74,10 +82,23 @@ class Watcher:
             self._cond.notify()
 
     def _sync(self, fn) -> None:
-        self._syncer = Syncer(self.store)
+        """One pass. A pass that fails (what a file does is counted within
+        the pass; this is for anything else) is rolled back, logged and
+        counted, and the watch goes on: the next reconcile retries it. Only
+        a database that can no longer be written to stops the watch."""
+        self._syncer = Syncer(self.store, limits=self.limits)
         if self._stop.is_set():
             return
-        report = fn(self._syncer)
+        try:
+            report = fn(self._syncer)
+        except (apsw.FullError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError):
+            raise
+        except Exception:
+            # Not retried at once (a pass that fails every time would spin):
+            # the periodic reconcile, or the file's next change, retries it.
+            self.failures += 1
+            log.exception("a sync pass failed; the watch goes on and the next reconcile retries it")
+            return
         if self.on_sync:
             self.on_sync(report)
 

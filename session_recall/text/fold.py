@@ -62,9 +62,42 @@ _WIDE = re.compile("[\u3000\uff01-\uff5e]")
 _WIDE_TABLE = {chr(cp): unicodedata.normalize("NFKC", chr(cp)) for cp in [0x3000, *range(0xFF01, 0xFF5F)]}
 
 
+# CPython puts combining marks in canonical order with an insertion sort:
+# quadratic in a run of marks out of order (measured: 40,000 of one accent
+# then 40,000 of another after one letter take 25 s, half as many 5 s). In a
+# long text, long runs of marks are put in order first, in O(n log n): each
+# mark decomposed on its own, then a stable sort by combining class, which is
+# what canonical ordering is; the normalization that follows then finds them
+# in order (linear) and composes exactly as it would have. Only marks whose
+# whole decomposition is marks are taken, so no run is cut or joined.
+_LONG_TEXT = 4096
+_MARK_RUN_MIN = 32
+
+
+@lru_cache(maxsize=1)
+def _mark_run() -> re.Pattern[str]:
+    ranges: list[tuple[int, int]] = []
+    for cp in range(0x110000):
+        ch = chr(cp)
+        if unicodedata.combining(ch) and all(unicodedata.combining(x) for x in unicodedata.normalize("NFKD", ch)):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    cls = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return re.compile(f"[{cls}]{{{_MARK_RUN_MIN},}}")
+
+
+def _sorted_marks(m: re.Match[str]) -> str:
+    decomposed = "".join(unicodedata.normalize("NFKD", ch) for ch in m.group())
+    return "".join(sorted(decomposed, key=unicodedata.combining))
+
+
 def _nfkc(text: str) -> str:
     for ch in set(_WIDE.findall(text)):
         text = text.replace(ch, _WIDE_TABLE[ch])
+    if len(text) > _LONG_TEXT:
+        text = _mark_run().sub(_sorted_marks, text)
     return unicodedata.normalize("NFKC", text)
 
 

@@ -188,10 +188,7 @@ class CodexParser(Parser):
 
     def _hid(self, prefix: str, payload: dict) -> str:
         turn = self.state.get("turn") or ""
-        try:
-            body = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-        except (TypeError, orjson.JSONEncodeError):
-            body = repr(payload).encode("utf-8", "replace")
+        body = media.json_dumps(payload, sort_keys=True).encode("utf-8", "replace")
         key = hashlib.blake2b(turn.encode() + b"\x00" + body, digest_size=10).hexdigest()
         occ = self.state.setdefault("occ", {})
         n = occ.get(key, 0) + 1

@@ -21,15 +21,58 @@ _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp
         "image/svg+xml": "svg", "application/pdf": "pdf", "text/plain": "txt"}
 
 
+class _Raw(str):
+    """Text already encoded, on json_dumps' stack."""
+
+
+def json_dumps(value, sort_keys: bool = False) -> str:
+    """A decoded JSON value as JSON text, whatever its depth: orjson refuses
+    more than 254 levels, and the standard library and repr() recurse (a
+    RecursionError near 1,000), so nesting deeper than orjson takes is
+    encoded here with a stack of its own."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    out: list[str] = []
+    stack: list = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, _Raw):
+            out.append(v)
+        elif isinstance(v, dict):
+            items = list(v.items())
+            if sort_keys:
+                items.sort(key=lambda kv: str(kv[0]))
+            stack.append(_Raw("}"))
+            for i in range(len(items) - 1, -1, -1):
+                k, x = items[i]
+                stack.append(x)
+                stack.append(_Raw(orjson.dumps(str(k)).decode() + ":"))
+                if i:
+                    stack.append(_Raw(","))
+            out.append("{")
+        elif isinstance(v, (list, tuple)):
+            stack.append(_Raw("]"))
+            for i in range(len(v) - 1, -1, -1):
+                stack.append(v[i])
+                if i:
+                    stack.append(_Raw(","))
+            out.append("[")
+        else:
+            try:
+                out.append(orjson.dumps(v).decode())
+            except (TypeError, orjson.JSONEncodeError):
+                out.append(orjson.dumps(str(v)).decode())
+    return "".join(out)
+
+
 def json_text(value) -> str:
     """A decoded JSON value back as JSON text (for the projection to take its
-    values from); never raises."""
+    values from), at any depth; never raises."""
     if value is None:
         return ""
-    try:
-        return orjson.dumps(value).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        return str(value)
+    return json_dumps(value)
 
 
 def stable_id(*parts: str) -> str:
