@@ -5,7 +5,8 @@
   output schema is the envelope's JSON Schema, and the text content carries the
   same envelope as compact JSON for clients that read only text.
 - Index work is blocking (apsw), so it runs in a worker thread; one lock keeps
-  the single connection used by one thread at a time.
+  the index (its read connection, and its write path on first use) used by
+  one thread at a time.
 - The `confirm` policy for `all_projects` asks the user through MCP
   elicitation and fails closed: no elicitation capability, decline, cancel,
   an error, or no answer within the timeout all mean no (docs/recall.md).
