@@ -5,13 +5,14 @@
 
 These machines swing by tens of percent within minutes, so two bench runs
 cannot show a query change of that size. This runs both engines in one
-process over one index: the `query/engine.py` of commit REV (read with
-`git show`, loaded beside the current one) and the current one take turns,
-alternating which goes first, each query warmed and then timed, `--reps`
-times; it prints the medians side by side and asserts that both gave the
-same answers (sessions and scores). Only the engine differs: the index, the
-passages and the rest of the package are the current ones, so REV's engine
-must still fit them.
+process over one index: the `query/` package of commit REV (every module of
+it, read with `git archive` and loaded beside the current one under another
+name) and the current one take turns, alternating which goes first, each
+query warmed and then timed, `--reps` times; it prints the medians side by
+side and asserts that both gave the same answers (sessions and scores). Only
+the query side differs: the index and the rest of the package (config,
+model, text) are the current ones, so REV's query package must still fit
+them.
 
 The queries are the run's mix (terms and questions) plus any `--extra`
 terms; `--scope busiest` asks in the project that holds the most sessions
@@ -21,10 +22,13 @@ instead of all projects.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
+import io
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -35,25 +39,33 @@ import run  # noqa: E402  (it also puts the project on the path)
 
 from session_recall import Index  # noqa: E402
 
+BASE_PACKAGE = "session_recall.query_base"
+
 
 def engine_of(rev: str):
-    """The module query/engine.py of commit `rev`, as a module of the package."""
+    """The engine module of the `query/` package of commit `rev`, that whole
+    package loaded as `session_recall.query_base`: its relative imports of
+    its own stages (`.parse`, `.retrieve`, ...) resolve within it, those of
+    the rest of the project (`..config`, `..text`) to the current modules."""
     root = Path(__file__).resolve().parent.parent
-    source = subprocess.run(["git", "show", f"{rev}:session_recall/query/engine.py"], cwd=root, check=True,
-                            capture_output=True, text=True).stdout
-    path = Path(tempfile.mkdtemp()) / "engine_base.py"
-    path.write_text(source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("session_recall.query.engine_base", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    archive = subprocess.run(["git", "archive", "--format=tar", rev, "session_recall/query"], cwd=root, check=True,
+                             capture_output=True).stdout
+    tmp = Path(tempfile.mkdtemp(prefix="query-ab-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tmp, filter="data")
+    folder = tmp / "session_recall" / "query"
+    spec = importlib.util.spec_from_file_location(BASE_PACKAGE, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[BASE_PACKAGE] = package  # dataclasses look their module up
+    spec.loader.exec_module(package)
+    return importlib.import_module(BASE_PACKAGE + ".engine")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="A/B of the query engine against a commit's, on a kept bench index.")
+    ap = argparse.ArgumentParser(description="A/B of the query side against a commit's, on a kept bench index.")
     ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
-    ap.add_argument("--base", required=True, help="the commit whose engine is the baseline")
+    ap.add_argument("--base", required=True, help="the commit whose query package is the baseline")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--scope", choices=["all", "busiest"], default="all")
     ap.add_argument("--extra", nargs="*", default=[], help="more term queries")

@@ -40,19 +40,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import kept_index, label, median_ms, weighted_percentile  # noqa: E402  (puts the project on the path)
 
 from session_recall import Index  # noqa: E402
-from session_recall.query import engine as E  # noqa: E402
 from session_recall.query.parse import fts_query  # noqa: E402
+from session_recall.query.rank import Ranking  # noqa: E402
+from session_recall.query.retrieve import Run  # noqa: E402
 
 
-def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
+def profile(db: Path, queries: list[dict], reps: int, ranking: Ranking) -> list[dict]:
     out = []
     with Index.open(str(db)) as ix:
+        ix.engine.ranking = ranking
         engine, conn = ix.engine, ix.store.reader  # the connection the engine reads on
         for q in queries:
             if q["query"]:
-                terms, any_term, first = engine.retriever.parse(q["query"]), False, E.FTS_FIRST_PAGE
+                terms, any_term, first = engine.tokenizer.parse(q["query"]), False, ranking.fts_first_page
             else:  # a question: its keywords, any of them, as recall asks for them
-                terms, any_term, first = engine.question_terms(q["question"], [])[0], True, E.QUESTION_FIRST_PAGE
+                terms = engine.tokenizer.question_terms(q["question"], [])[0]
+                any_term, first = True, ranking.question_first_page
             expr = fts_query(terms, any_term)
             if not expr:
                 continue
@@ -68,7 +71,7 @@ def profile(db: Path, queries: list[dict], reps: int) -> list[dict]:
 
             read = max(1, ask().diagnostics.candidates)
             row["ranking_ms"] = median_ms(lambda: list(itertools.islice(
-                engine._fts(expr, "", [], E.Run(), first=first), read)), reps)
+                engine.retriever.fts(expr, "", [], Run(), first=first), read)), reps)
             row["recall_ms"] = median_ms(ask, reps)
             out.append(row)
     return out
@@ -115,15 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Per-query split of recall's time on a kept bench index.")
     ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--first-page", type=int, default=E.FTS_FIRST_PAGE,
-                    help=f"recall's first FTS5 page (default {E.FTS_FIRST_PAGE}; 0 reads every candidate in one "
-                         "sorted query, as recall did before the first page)")
+    ap.add_argument("--first-page", type=int, default=Ranking().fts_first_page,
+                    help=f"recall's first FTS5 page (default {Ranking().fts_first_page}; 0 reads every candidate in "
+                         "one sorted query, as recall did before the first page)")
     args = ap.parse_args(argv)
-    E.FTS_FIRST_PAGE = args.first_page
+    ranking = Ranking(fts_first_page=args.first_page)
     res, db = kept_index(args.run_json)
     if db is None:
         return 2
-    rows = profile(db, res["queries"], args.reps)
+    rows = profile(db, res["queries"], args.reps, ranking)
     print(render(rows))
     print()
     print(render_floor(rows))

@@ -489,13 +489,12 @@ def unicode61_recall(db: Path, u61: Path, cjk_terms: list[str]) -> dict:
     # The same check on our index: the candidates of its bigram query, as
     # recall builds it, must hold every true match (verification then drops
     # the rest). A miss here would be a product defect.
-    from session_recall.query.parse import fts_phrase
-    from session_recall.query.retrieve import Retriever
+    from session_recall.query.parse import QueryTokenizer, fts_phrase
 
     src = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
-    retriever = Retriever(src)
+    tokenizer = QueryTokenizer(src)
     for t in cjk_terms:
-        terms = retriever.parse(t)
+        terms = tokenizer.parse(t)
         ours = set()
         if terms and terms[0].tokens.tokens:
             ours = {r for (r,) in src.execute("SELECT rowid FROM message_fts WHERE message_fts MATCH ?",

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from .paths import PathRules
@@ -40,7 +40,17 @@ def default_db() -> Path:
 class SourceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str
-    kind: Literal["auto", "canonical", "claude-code", "codex"] = "auto"
+    kind: str = "auto"
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        from .indexer.sources import kind_names  # (the registry of source kinds)
+
+        names = kind_names()
+        if kind not in names:
+            raise ValueError("must be " + ", ".join(map(repr, names[:-1])) + f" or {names[-1]!r}")
+        return kind
 
 
 class Settings(BaseSettings):
@@ -136,12 +146,6 @@ def default_sources(settings: Settings) -> tuple[str, list[tuple[str, str]]]:
     Returns where they came from ("config", "defaults") and (path, kind)."""
     if settings.sources:
         return "config", configured_sources(settings)
-    found = []
-    claude = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
-    codex = os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
-    for path, kind in ((os.path.join(claude, "projects"), "claude-code"),
-                       (os.path.join(codex, "sessions"), "codex"),
-                       (os.path.join(codex, "archived_sessions"), "codex")):
-        if os.path.isdir(path):
-            found.append((path, kind))
-    return "defaults", found
+    from .indexer.sources import default_folders  # (the registry of source kinds)
+
+    return "defaults", [(path, kind) for path, kind in default_folders() if os.path.isdir(path)]

@@ -16,9 +16,10 @@ from .doctor import doctor
 from .indexer.files import Limits
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
-from .query.engine import FTS_FIRST_PAGE, Engine, Run
+from .query.engine import Engine
 from .query.gates import Confirm, Scope, project_roots, why_wide
 from .query.passages import parse_anchor
+from .query.retrieve import Run
 from .store import Store, WriterBusy
 from .text.redact import find_secret
 
@@ -209,12 +210,13 @@ class Index:
         """Every message matching all terms of `query` in all projects, best
         first, with its session: the same retrieval as recall, without gates,
         passages or quotas (for scripts and tests)."""
-        terms = self.engine.retriever.parse(query)
+        terms = self.engine.tokenizer.parse(query)
         out: list[tuple[Match, dict]] = []
         if not terms:
             return out
         c = self.store.reader
-        for hit in self.engine._hits(terms, Scope("all", "/"), Run(), first=FTS_FIRST_PAGE):
+        for hit in self.engine.retriever.hits(terms, Scope("all", "/"), Run(),
+                                              first=self.engine.ranking.fts_first_page):
             role, mid, ts, text, atts = c.execute(
                 "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)).fetchone()
             out.append((Match(mid, role, ts, text, orjson.loads(atts) if atts else [], hit.score), self.session(hit.session)))

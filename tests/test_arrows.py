@@ -5,7 +5,8 @@ the config), never to the store, the indexer or the query side; doctor and
 index do not import each other in a circle; the indexer and the query side do
 not import each other; source parsers take their protocol from
 indexer/sources/base.py, not from the package that imports them. Imports are
-read with `ast` at every level (a deferred import inside a function counts).
+read with `ast` at every level (a deferred import inside a function counts;
+one under `if TYPE_CHECKING:`, for annotations only, never runs and does not).
 """
 
 from __future__ import annotations
@@ -32,13 +33,27 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node of `tree` but those under `if TYPE_CHECKING:` (imports for
+    annotations only, which never run)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+
+
 def imports(path: Path) -> set[str]:
     """Every module `path` imports, absolute, at any level of the file; a
     `from X import name` counts X.name when that is a module, else X."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -348,9 +348,10 @@ BIG = 50_000_000
 
 
 def test_a_50_mb_line_is_indexed_whole(tmp_path, index):
-    # A tool result of 50 MB (base64 of a pasted file, say) on one line, with
-    # a word that occurs only at its very end.
-    unit = "QmFzZTY0IGVuY29kZWQgYmxvYiBvZiBhIHNjcmVlbnNob3QgdGhhdCB3YXMgcGFzdGVk\n"
+    # A tool result of 50 MB (a long build log, say) on one line, with a word
+    # that occurs only at its very end. (Not base64 lines: the redactor takes
+    # a run of them for a private key's body, docs/indexing.md.)
+    unit = "compiling module 42 of the workspace, warnings: none, elapsed 0.8 s\n"
     text = unit * (BIG // len(unit)) + "the end is marked zanzibarquux"
     log = tmp_path / "big.jsonl"
     with open(log, "wb") as fh:

@@ -76,3 +76,17 @@ def test_nothing_to_index_says_what_to_do(tmp_path: Path):
     out = _run(tmp_path, {}, "index")
     assert out.returncode == 0, out.stderr
     assert "give a PATH" in out.stderr
+
+
+def test_a_source_kind_is_one_registry_entry():
+    """The CLI's --kind choices, the sync's kinds, the config's allowed values
+    and the default folders all come from the parsers' registry."""
+    from session_recall.config import SourceConfig
+    from session_recall.indexer import sources, sync
+
+    names = set(sources.kinds())
+    assert set(sync.KINDS) == names | {"auto"}
+    for name in names:
+        assert SourceConfig(path="x", kind=name).kind == name
+    assert {kind for _, kind in sources.default_folders()} <= names
+    assert {kind for _, kind in sources.default_folders()} == {n for n, p in sources.kinds().items() if p.home}

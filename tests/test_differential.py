@@ -40,8 +40,8 @@ from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 
 from session_recall import Index
-from session_recall.query.engine import FTS_FIRST_PAGE, Run
 from session_recall.query.gates import Scope
+from session_recall.query.retrieve import Run
 from session_recall.text.redact import Redactor, find_secret
 
 EXAMPLES = int(os.environ.get("RECALL_DIFF_EXAMPLES", "200"))
@@ -450,7 +450,7 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
                 note(f"query {query!r}")
                 if got != want or len(got_rows) != len(got):
                     terms = oracle.terms(query)
-                    product_terms = [t.folded for t in ix.engine.retriever.parse(query)]
+                    product_terms = [t.folded for t in ix.engine.tokenizer.parse(query)]
                     parts = [f"query {query!r}", f"oracle terms {terms!r}", f"product terms {product_terms!r}"]
                     if len(got_rows) != len(got):
                         parts.append(f"duplicate rows: {sorted(got_rows)}")
@@ -463,7 +463,8 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
                     # The CJK fallback scan is a safety net for the index: when it
                     # is what found the matches, the FTS path missed them.
                     run = Run()
-                    list(ix.engine._hits(ix.engine.retriever.parse(query), Scope("all", "/"), run, first=FTS_FIRST_PAGE))
+                    list(ix.engine.retriever.hits(ix.engine.tokenizer.parse(query), Scope("all", "/"), run,
+                                                  first=ix.engine.ranking.fts_first_page))
                     assert run.engine != "cjk-fallback", f"query {query!r}: the index missed {sorted(got)}"
     finally:
         shutil.rmtree(root, ignore_errors=True)

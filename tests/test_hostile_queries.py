@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from session_recall import Index
 from session_recall.config import Settings
 from session_recall.model import Envelope, Status
-from session_recall.query.engine import make_cursor
+from session_recall.query.envelope import make_cursor
 from session_recall.query.gates import resolve, under
 from session_recall.query.passages import anchor_id
 from session_recall.text.fold import replace_lone_surrogates

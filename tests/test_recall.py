@@ -11,6 +11,7 @@ redaction in both output modes, and no secret in any output."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -22,8 +23,9 @@ import pytest
 from session_recall import Index
 from session_recall.model import Envelope
 from session_recall.query import passages as P
-from session_recall.query.engine import Run
 from session_recall.query.gates import Scope
+from session_recall.query.rank import Ranking
+from session_recall.query.retrieve import Run, literal_prefilter
 from session_recall.text.redact import KINDS, TABLE, find_secret
 
 # One sample per secret kind of the redactor: (text to plant, a fragment of
@@ -60,6 +62,11 @@ def test_every_secret_kind_has_a_sample():
 
 def anchors(env: Envelope) -> list[str]:
     return [r.passage.anchor_id for r in env.results]
+
+
+def set_ranking(monkeypatch, ix: Index, **values) -> None:
+    """`ix` ranks with these values of its Ranking for the rest of the test."""
+    monkeypatch.setattr(ix.engine, "ranking", dataclasses.replace(ix.engine.ranking, **values))
 
 
 def passage_bytes(result) -> int:
@@ -253,8 +260,6 @@ def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypat
     reads the rest from a second query when selection needs more (many hits
     in one turn, the per-session quota, a later page): the hits, their order
     and scores must be those of one query over every candidate."""
-    from session_recall.query import engine
-
     heavy = corpus.session("heavy", proj, started_at="2026-11-01T08:00:00Z")
     for t in range(3):
         for m in range(4):  # hits that collapse into one passage per turn
@@ -270,10 +275,10 @@ def test_a_term_query_read_in_two_fts_queries_equals_one(proj, corpus, monkeypat
             out.append([(a, r.score) for p in pages for a, r in zip(anchors(p), p.results)])
         return out
 
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 10**9)
+    set_ranking(monkeypatch, ix, fts_first_page=10**9)
     whole = answers()
     assert len(whole[-1]) == 9  # three turns of heavy, six other sessions
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", first_page)
+    set_ranking(monkeypatch, ix, fts_first_page=first_page)
     assert answers() == whole
 
 
@@ -282,8 +287,7 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
     """Question mode reads its candidates through a top-N sort of
     QUESTION_FIRST_PAGE and the rest from a second query: its answer (which
     messages, in which order, with which scores) is that of one query."""
-    from session_recall.query import engine
-
+    ranking = Ranking()
     for i in range(8):
         s = corpus.session(f"q{i}", proj, started_at=f"2026-11-0{i + 1}T08:00:00Z")
         s.say("m1", "the ledger " * (1 + i % 3) + f"was closed on day {i}")
@@ -300,16 +304,17 @@ def test_a_question_read_in_two_fts_queries_equals_one(proj, corpus, monkeypatch
             out.append([(a, r.score, r.matched_terms) for p in pages for a, r in zip(anchors(p), p.results)])
         return out
 
-    monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", 10**9)
+    set_ranking(monkeypatch, ix, question_first_page=10**9)
     whole = answers()
     assert len(whole[-1]) == 8  # one passage per session: each turn holds both its messages
-    monkeypatch.setattr(engine, "QUESTION_FIRST_PAGE", first_page)
+    set_ranking(monkeypatch, ix, question_first_page=first_page)
     with statements(ix) as seen:
         assert answers() == whole
     tops = [b[1] for sql, b in seen if fts_kind(sql) == "top"]
-    assert tops and {engine.RANKED_PAGE * first_page, engine.RANKED_PAGE * engine.RANKED_GROWTH * first_page} >= set(tops)
+    page, growth = ranking.ranked_page, ranking.ranked_growth
+    assert tops and {page * first_page, page * growth * first_page} >= set(tops)
     # some recall read on past its first page: the page again, larger, or the joined query
-    assert max(tops) > engine.RANKED_PAGE * first_page or any(fts_kind(sql) in ("page", "rest") for sql, _ in seen)
+    assert max(tops) > ranking.ranked_page * first_page or any(fts_kind(sql) in ("page", "rest") for sql, _ in seen)
 
 
 def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
@@ -348,10 +353,8 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
     its order."""
     import random
 
-    from session_recall.query import engine as E
     from session_recall.query.parse import fts_query
 
-    monkeypatch.setattr(E, "RANKED_FIRST_SHARE", 0.0 if ranked_first else 2.0)
     ranked = ranked_first and not settings
 
     rng = random.Random(7)
@@ -369,20 +372,21 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
         ties.say(f"m{m}", "ledger entry closed", ts=(now - dt.timedelta(days=m % 3)).isoformat().replace("+00:00", "Z"))
     settings = {k: [str(cwds[0]) + "/"] if v == ["PIN"] else v for k, v in settings.items()}
     ix = corpus.open(**settings)
+    set_ranking(monkeypatch, ix, ranked_first_share=0.0 if ranked_first else 2.0)
     engine = ix.engine
     scopes = [Scope("all", "/"), Scope("project", str(cwds[1])), Scope("project", str(cwds[0])),
               Scope("all", "/", session_id="ties")]
     proven = rests = 0
     for query in ["ledger", "entry", "closed", "ledger entry", "\"ledger entry\""]:
-        expr = fts_query(engine.retriever.parse(query))
+        expr = fts_query(engine.tokenizer.parse(query))
         for scope in scopes:
-            scope_sql, params = engine._scope_sql(scope)
+            scope_sql, params = engine.retriever.scope_sql(scope)
             with ix.store.reader:  # one snapshot, as recall reads
-                whole = list(engine._fts(expr, scope_sql, params, E.Run(), first=None))
+                whole = list(engine.retriever.fts(expr, scope_sql, params, Run(), first=None))
                 assert whole
                 for first in (1, 2, 5, 16, 10**6):
                     with statements(ix) as seen:
-                        assert list(engine._fts(expr, scope_sql, params, E.Run(), first=first)) == whole
+                        assert list(engine.retriever.fts(expr, scope_sql, params, Run(), first=first)) == whole
                     kinds = [fts_kind(sql) for sql, _ in seen if "message_fts MATCH" in sql]
                     assert (kinds[0] == "top") == ranked
                     if first == 10**6:  # the first statement took every match: nothing more to read
@@ -397,8 +401,7 @@ def test_the_ranked_page_serves_scopes_holding_half_the_sessions_and_grows_with_
     holding two thirds of the sessions, start from the ranked page, of
     RANKED_PAGE x 64 over the share; a project holding a third joins first
     (SQLite then scores only its matches); a re-rank always joins first."""
-    from session_recall.query import engine
-
+    ranking = Ranking()
     a, b = tmp_path / "a", tmp_path / "b"
     for i in range(9):
         corpus.session(f"s{i}", a if i < 3 else b).say("m1", f"the ledger of day {i}")
@@ -410,8 +413,8 @@ def test_the_ranked_page_serves_scopes_holding_half_the_sessions_and_grows_with_
         kind, bindings = next((fts_kind(sql), b) for sql, b in seen if "message_fts MATCH" in sql)
         return kind, (bindings[1] if kind == "top" else None)
 
-    assert first_statement(all_projects=True) == ("top", engine.RANKED_PAGE * 64)
-    assert first_statement(cwd=str(b)) == ("top", math.ceil(engine.RANKED_PAGE * 64 * 9 / 6))
+    assert first_statement(all_projects=True) == ("top", ranking.ranked_page * 64)
+    assert first_statement(cwd=str(b)) == ("top", math.ceil(ranking.ranked_page * 64 * 9 / 6))
     assert first_statement(cwd=str(a)) == ("page", None)
     recent = corpus.open(recency_half_life_days=7)
     with statements(recent) as seen:
@@ -426,27 +429,26 @@ def test_a_first_page_that_proves_too_little_goes_on_with_a_top_n_sort(proj, cor
     and when that proves nothing either, the reading goes on with the joined
     query's top-N sort from the start, not with a sort of every match. The
     answer is the one the joined query gives alone."""
-    from session_recall.query import engine
-
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 2)
+    ranking = Ranking()
     tools = corpus.session("tools", proj)
     for i in range(80):
         tools.say(f"r{i}", "ledger ledger ledger", role="tool_result", turn=f"t{i}")
     for i in range(6):
         corpus.session(f"u{i}", proj).say("m1", f"we closed the ledger on day {i} " + "pad " * i)
     ix = corpus.open()
+    set_ranking(monkeypatch, ix, fts_first_page=2)
     with statements(ix) as seen:
         env = ix.recall("ledger", cwd=str(proj), limit=4)
     fts = [(fts_kind(sql), b) for sql, b in seen if "message_fts MATCH" in sql]
     assert [k for k, _ in fts][:3] == ["top", "top", "page"]
-    assert [fts[0][1][1], fts[1][1][1]] == [engine.RANKED_PAGE * 2, engine.RANKED_PAGE * engine.RANKED_GROWTH * 2]
+    assert [fts[0][1][1], fts[1][1][1]] == [ranking.ranked_page * 2, ranking.ranked_page * ranking.ranked_growth * 2]
     assert list(fts[2][1][-2:]) == [2, 0]  # LIMIT 2 OFFSET 0: none proven
-    monkeypatch.setattr(engine, "RANKED_FIRST_SHARE", 2.0)  # the joined query alone
+    set_ranking(monkeypatch, ix, ranked_first_share=2.0)  # the joined query alone
     assert anchors(ix.recall("ledger", cwd=str(proj), limit=4)) == anchors(env)
 
 
 def fts_kind(sql: str) -> str:
-    """Which of Engine._fts's statements `sql` is."""
+    """Which of Retriever.fts's statements `sql` is."""
     if sql.startswith("WITH top"):
         return "top"  # the best matches by plain bm25, ranked
     if sql.endswith("LIMIT ? OFFSET ?"):
@@ -477,12 +479,10 @@ def statements(ix: Index, on_statement=None):
 
 
 def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it(proj, corpus, monkeypatch):
-    from session_recall.query import engine
-
     for i in range(6):
         corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i} " + "pad " * i)
     ix = corpus.open()
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 1)
+    set_ranking(monkeypatch, ix, fts_first_page=1)
     # The ranked page takes the best 4 of the 6 matches and proves the 3 that
     # score below the 4th; limit 5 needs all 6 (one more than the limit): the
     # page again, 8 times larger, takes them all.
@@ -498,12 +498,10 @@ def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkey
     a matching message: the rest must come from the snapshot the first page
     saw, or the two queries would not add up to one (a row read twice, or
     one that the first page's order never had)."""
-    from session_recall.query import engine
-
     for i in range(6):
         corpus.session(f"s{i}", proj).say("m1", f"the ledger of day {i}")
     ix = corpus.open()
-    monkeypatch.setattr(engine, "FTS_FIRST_PAGE", 1)  # the ranked page takes 4 of the 6
+    set_ranking(monkeypatch, ix, fts_first_page=1)  # the ranked page takes 4 of the 6
     before = anchors(ix.recall("ledger", cwd=str(proj), limit=10))
     assert len(before) == 6
     late = corpus.session("late", proj)
@@ -902,21 +900,21 @@ def test_pinned_cwds_come_first_and_are_reported(tmp_path, corpus):
 
 
 def scanned(ix, query: str):
-    """The scan's prefilter (Engine._literal) for `query`, the messages it
-    lets through in every session, and those verification then finds among
-    them (message ids, sorted)."""
-    eng = ix.engine
-    terms = eng.retriever.parse(query)
-    literal = eng._literal(terms, any_term=False)
-    scope_sql, params = eng._scope_sql(Scope("all", "/"))
+    """The scan's prefilter (retrieve.literal_prefilter) for `query`, the
+    messages it lets through in every session, and those verification then
+    finds among them (message ids, sorted)."""
+    retriever = ix.engine.retriever
+    terms = ix.engine.tokenizer.parse(query)
+    literal = literal_prefilter(terms, any_term=False)
+    scope_sql, params = retriever.scope_sql(Scope("all", "/"))
     names = dict(ix.store.conn.execute("SELECT id, message_id FROM messages"))
-    passed = sorted(names[row[0]] for row in eng._scan(scope_sql, params, Run(), literal))
-    hits = eng._verify(eng._scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
+    passed = sorted(names[row[0]] for row in retriever.scan(scope_sql, params, Run(), literal))
+    hits = retriever.verify(retriever.scan(scope_sql, params, Run(), literal), terms, need_all=True, run=Run())
     return literal, passed, sorted(names[h.rowid] for h in hits)
 
 
 def test_a_scan_folds_only_rows_holding_a_form_of_each_character(proj, corpus):
-    """The scan's prefilter (Engine._literal): a character that others fold to
+    """The scan's prefilter (retrieve.literal_prefilter): a character that others fold to
     (金 from ⾦, 金, ㈮ and ㊎) is looked for in each of its forms on a row's
     raw text before anything is folded. What passes holds the term in some
     form, and verification then finds exactly the messages whose fold holds it."""
@@ -954,14 +952,14 @@ def test_only_a_scan_works_out_the_scan_prefilter(proj, corpus, monkeypatch):
     """The prefilter's table of forms (fold.literal_forms; about 0.2 s to build
     in a new process) is worked out when a query scans, never for one the
     index answers: an MCP server's first recall does not pay for it."""
-    from session_recall.query import engine
+    from session_recall.query import retrieve
 
     s = corpus.session("s1", proj)
     s.say("m1", "call price->round() in 简历")
     ix = corpus.open()
     asked: list[str] = []
-    real = engine.literal_forms
-    monkeypatch.setattr(engine, "literal_forms", lambda term: asked.append(term) or real(term))
+    real = retrieve.literal_forms
+    monkeypatch.setattr(retrieve, "literal_forms", lambda term: asked.append(term) or real(term))
     assert ix.recall("price 简历", cwd=str(proj)).diagnostics.engine == "fts"
     assert asked == []
     assert ix.recall("->", cwd=str(proj)).diagnostics.engine == "session-scan"

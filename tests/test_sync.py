@@ -721,7 +721,9 @@ def test_each_message_records_whether_its_text_is_in_nfkc(index, logs_dir, canon
 def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonical):
     """Question mode verifies and re-scores only the first QUESTION_POOL hits
     in bm25 order (docs/recall.md), however many messages hold a keyword."""
-    from session_recall.query.engine import QUESTION_POOL
+    from session_recall.query.rank import Ranking
+
+    QUESTION_POOL = Ranking().question_pool
 
     a = canonical("sess-pool")
     lines = [a.session()] + [a.message(f"m{i}", f"the kerning table number {i}") for i in range(QUESTION_POOL + 50)]

@@ -3,8 +3,9 @@ choice undone at a time (the rest as shipped).
 
     python bench/quality/ablate.py [--set cmrc|cranfield|mixed|all] [--limit-questions N]
 
-Each variant sets module constants of session_recall.query (engine,
-keywords) for the run; nothing is written. docs/quality.md shows the output.
+Each variant is a `Ranking(...)` the engine ranks with, or a choice of the
+question's keyword extraction (module constants of session_recall.query.keywords,
+set for the run); nothing is written. docs/quality.md shows the output.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ sys.path.insert(0, str(HERE))
 import datasets as D  # noqa: E402
 import run as R  # noqa: E402
 
-from session_recall.query import engine as E  # noqa: E402
 from session_recall.query import keywords as K  # noqa: E402
+from session_recall.query.rank import Ranking  # noqa: E402
 
-VARIANTS: list[tuple[str, list[tuple[object, str, object]]]] = [
-    ("as shipped", []),
-    ("no title boost (TITLE_WEIGHT=0)", [(E, "TITLE_WEIGHT", 0.0)]),
-    ("no coverage factor (COVERAGE_POWER=0)", [(E, "COVERAGE_POWER", 0.0)]),
-    ("coverage power 1", [(E, "COVERAGE_POWER", 1.0)]),
-    ("jieba search mode (cut_for_search)", [(K, "CJK_SEGMENTATION", "search")]),
-    ("unknown characters not joined", [(K, "JOIN_UNKNOWN", False)]),
-    ("at most 32 keywords (tried, not kept)", [(K, "KEYWORD_LIMIT", 32)]),
+# (label, the ranking, keyword choices as (name, value) of the keywords module)
+VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
+    ("as shipped", Ranking(), []),
+    ("no title boost (title_weight=0)", Ranking(title_weight=0.0), []),
+    ("no coverage factor (coverage_power=0)", Ranking(coverage_power=0.0), []),
+    ("coverage power 1", Ranking(coverage_power=1.0), []),
+    ("jieba search mode (cut_for_search)", Ranking(), [("CJK_SEGMENTATION", "search")]),
+    ("unknown characters not joined", Ranking(), [("JOIN_UNKNOWN", False)]),
+    ("at most 32 keywords (tried, not kept)", Ranking(), [("KEYWORD_LIMIT", 32)]),
 ]
 
 
@@ -47,15 +49,17 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 ds, ix, _, _ = R.prepare(name, Path(tmp))
                 questions = ds.questions[:args.limit_questions] if args.limit_questions else ds.questions
-                for label, patches in VARIANTS:
-                    saved = [(mod, attr, getattr(mod, attr)) for mod, attr, _ in patches]
-                    for mod, attr, value in patches:
-                        setattr(mod, attr, value)
+                for label, ranking, choices in VARIANTS:
+                    saved = [(attr, getattr(K, attr)) for attr, _ in choices]
+                    for attr, value in choices:
+                        setattr(K, attr, value)
+                    ix.engine.ranking = ranking
                     try:
                         s = R.report(R.evaluate(ix, questions, ("ours",), None))["ours"]
                     finally:
-                        for mod, attr, value in saved:
-                            setattr(mod, attr, value)
+                        for attr, value in saved:
+                            setattr(K, attr, value)
+                        ix.engine.ranking = Ranking()
                     print(f"| {label} | {name} | {s['session']['hit@1']:.3f} | {s['session']['hit@5']:.3f} | "
                           f"{s['session']['mrr']:.3f} | {s['message']['hit@1']:.3f} | {s['message']['mrr']:.3f} |",
                           flush=True)

@@ -41,8 +41,9 @@ import datasets as D  # noqa: E402
 from baselines import Baselines  # noqa: E402
 
 from session_recall import Index  # noqa: E402
-from session_recall.query import engine as E  # noqa: E402
 from session_recall.query import keywords as K  # noqa: E402
+from session_recall.query.parse import QUESTION_MAX_CHARS  # noqa: E402
+from session_recall.query.rank import Ranking  # noqa: E402
 
 LIMIT = 10
 SYSTEMS = ("ours", "unicode61", "bigram", "scan")
@@ -154,10 +155,9 @@ def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], wo
     return result
 
 
-def settings_snapshot() -> dict:
-    """The ranking constants in force, for the report."""
-    names = [n for n in dir(E) if n.isupper() and not n.startswith("_")]
-    snap = {n: getattr(E, n) for n in names if isinstance(getattr(E, n), (int, float, dict, str, tuple))}
+def settings_snapshot(ranking: Ranking | None = None) -> dict:
+    """The ranking values and keyword choices in force, for the report."""
+    snap = (ranking or Ranking()).snapshot() | {"QUESTION_MAX_CHARS": QUESTION_MAX_CHARS}
     snap.update({f"keywords.{n}": getattr(K, n) for n in dir(K)
                  if n.isupper() and isinstance(getattr(K, n), (int, float, bool, str))})
     return snap

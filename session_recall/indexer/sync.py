@@ -32,11 +32,11 @@ from ..text.tokens import TOKENIZER_VERSION
 from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
-from .sources import detect_kind
+from .sources import detect_kind, kind_names
 
 log = logging.getLogger(__name__)
 
-KINDS = ("auto", "canonical", "claude-code", "codex")
+KINDS = kind_names()  # the registry of source kinds: indexer/sources
 BATCH_LINES = 20_000
 BATCH_BYTES = 16 << 20
 DETECT_LINES = 8

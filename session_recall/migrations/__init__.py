@@ -168,13 +168,13 @@ def m004_fts_settings(conn: apsw.Connection) -> None:
 
 @migration
 def m005_query_indexes(conn: apsw.Connection) -> None:
-    # Two indexes for recall (query/engine.py), about 3 % of the file together.
+    # Two indexes for recall (query/retrieve.py), about 3 % of the file together.
     # messages_rank: what the FTS5 query reads of each match to rank it
-    # (`_fts`), a dense copy, so that scoring a common term's tens of
+    # (`Retriever.fts`), a dense copy, so that scoring a common term's tens of
     # thousands of matches reads a few MB of index instead of one page of the
     # wide `messages` table per match.
     # messages_recency: a session's newest message time by one seek, for the
-    # scans' most-recent-first order of sessions (`_scan`), which otherwise
+    # scans' most-recent-first order of sessions (`Retriever.scan`), which otherwise
     # reads every message of every session.
     conn.execute("CREATE INDEX IF NOT EXISTS messages_rank ON messages(id, session, role, ts, turn_id)")
     conn.execute("CREATE INDEX IF NOT EXISTS messages_recency ON messages(session, ts)")
@@ -273,7 +273,7 @@ def m008_normalise_cwds(conn: apsw.Connection) -> None:
             "title = coalesce(title, (SELECT title FROM sessions WHERE id = ?2)) WHERE id = ?1", (keep, row))
         conn.execute("DELETE FROM sessions WHERE id = ?", (row,))
     # The gates look sessions up by id (a session_id argument, and the twins
-    # of sessions in a denied folder: query/engine.py `_denied_twins`).
+    # of sessions in a denied folder: query/retrieve.py `Retriever.denied_twins`).
     conn.execute("CREATE INDEX IF NOT EXISTS sessions_session_id ON sessions(session_id)")
 
 

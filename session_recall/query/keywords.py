@@ -5,7 +5,7 @@ A question becomes keyword groups: each group is a keyword and, for a name
 jieba does not know, its bigrams as variants (the group counts once when any
 of them occurs). Every keyword and variant is an exact term of the match
 predicate (docs/matching.md); in question mode they are ORed and rank
-(engine.COVERAGE_POWER). The choices below were measured with
+(rank.Ranking.coverage_power). The choices below were measured with
 bench/quality/run.py; docs/quality.md has the numbers.
 """
 

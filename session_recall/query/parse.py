@@ -1,14 +1,23 @@
-"""From what the user typed to terms, and the one escaping function for FTS5."""
+"""From what the user typed to terms: the query tokenizer (user text cut
+exactly as the index cut stored text), quoting, a question's keywords, and
+the one escaping function for FTS5."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+
+import apsw
 
 from ..text.fold import WHITE_SPACE_CLASS, match_text
-from ..text.tokens import TermTokens, term_tokens
+from ..text.tokens import FTS_TOKENIZER_ARGS, TermTokens, term_tokens
 
 _TERM = re.compile(f'"([^"]*)"?|([^{WHITE_SPACE_CLASS}]+)')
+# Keywords are taken from at most this many characters of a question: a
+# question is a sentence or two, and segmenting a pasted 100 KB one takes seconds.
+QUESTION_MAX_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,7 @@ def fts_query(terms: list[Term], any_term: bool = False) -> str:
     return (" OR " if any_term else " AND ").join(fts_phrase(t.tokens) for t in terms if t.tokens.tokens)
 
 
-def parse(query: str, word_tokens) -> list[Term]:
+def parse(query: str, word_tokens: Callable[[str], list[str]]) -> list[Term]:
     terms = []
     seen = set()
     for raw in split_terms(query):
@@ -54,3 +63,48 @@ def parse(query: str, word_tokens) -> list[Term]:
         seen.add(folded)
         terms.append(Term(raw, folded, term_tokens(folded, word_tokens)))
     return terms
+
+
+def question_terms(question: str, terms: list[Term],
+                   word_tokens: Callable[[str], list[str]]) -> tuple[list[Term], dict[str, int]]:
+    """The keywords of a question (and their variants) that are not among
+    `terms`, as terms, with each one's keyword group (by folded text)."""
+    from .keywords import keyword_groups
+
+    kw_terms: list[Term] = []
+    kw_group: dict[str, int] = {}
+    have = {t.folded for t in terms}
+    for gi, group in enumerate(keyword_groups(question[:QUESTION_MAX_CHARS])):
+        for kw in group:
+            folded = match_text(kw).strip()
+            if folded and folded not in have:
+                have.add(folded)
+                kw_group[folded] = gi
+                kw_terms.append(Term(kw, folded, term_tokens(folded, word_tokens)))
+    return kw_terms, kw_group
+
+
+class QueryTokenizer:
+    """The index's tokenizer (unicode61, same arguments) on a connection,
+    cutting user text as the index cut stored text."""
+
+    def __init__(self, conn: apsw.Connection):
+        self.conn = conn
+
+    @cached_property
+    def _tokenizer(self):
+        return self.conn.fts5_tokenizer("unicode61", FTS_TOKENIZER_ARGS)
+
+    def word_tokens(self, text: str) -> list[str]:
+        if not text.strip():
+            return []
+        data = text.encode("utf-8", "surrogatepass")
+        return [tok[2] for tok in self._tokenizer(data, apsw.FTS5_TOKENIZE_QUERY, None)]
+
+    def parse(self, query: str) -> list[Term]:
+        """The terms of a query."""
+        return parse(query, self.word_tokens)
+
+    def question_terms(self, question: str, terms: list[Term]) -> tuple[list[Term], dict[str, int]]:
+        """The keywords of a question not among `terms` (question_terms)."""
+        return question_terms(question, terms, self.word_tokens)

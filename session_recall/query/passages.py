@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 import orjson
 
-from ..model import Material, Passage, PassageMessage
+from ..model import Material, Passage, PassageMessage, Result
 from ..text.fold import match_text
 from ..text.redact import render
-from .match import message_matches
+from .match import message_matches, occurs
+
+if TYPE_CHECKING:
+    from .gates import Scope
+    from .retrieve import Hit
 
 WINDOW = 2
 NEIGHBOUR_BYTES = 600
@@ -204,3 +209,38 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
             materials=materials(atts, session_id=session_id, readable_session=caller_session, rend=rend),
         ))
     return Passage(anchor_id=anchor_id(source, cwd, session_id, rows[idx][1]), turn_id=turn_id, messages=out)
+
+
+def own_session(caller_session: str | None, session_cwd: str, scope: Scope) -> str | None:
+    """`caller_session` if a session of this cwd can be the caller's own: a
+    session is (source, cwd, id), so the same id in another project (outside
+    the caller's cwd) is someone else's and its materials get no resource."""
+    return caller_session if scope.in_root(session_cwd) else None
+
+
+def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keywords: list[str], rend: Renderer,
+            caller_session: str | None, scope: Scope) -> tuple[list[Result], int]:
+    """The results of a page of hits, each with its passage, within
+    RESPONSE_BYTES (the first always), and how many hits were left out.
+    `terms`: the query's folded terms (all must occur in a hit); `keywords`:
+    every folded term and keyword (long texts are cut around them; with no
+    `terms`, a question's, they mark the hits)."""
+    results: list[Result] = []
+    used = 0
+    for hit in page:
+        s = conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
+                         (hit.session,)).fetchone()
+        passage = build(conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
+                        terms=terms, rend=rend, caller_session=own_session(caller_session, s[1], scope),
+                        cut_terms=keywords)
+        if not terms:  # question mode: mark hits by any keyword
+            for m in passage.messages:
+                m.is_hit = m.is_hit or any(occurs(k, match_text(m.text)) for k in keywords)
+        size = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in passage.messages)
+        if results and used + size > RESPONSE_BYTES:
+            return results, len(page) - len(results)
+        used += size
+        results.append(Result(session_id=s[2], source=s[0], title=rend(s[3]), cwd=s[1], started_at=s[4],
+                              score=round(hit.score, 6), partial=hit.partial, matched_terms=hit.matched,
+                              passage=passage))
+    return results, 0

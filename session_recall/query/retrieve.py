@@ -1,28 +1,393 @@
-"""The query side's view of the tokenizer: user text cut exactly as the index
-cut stored text (unicode61, same arguments), then parsed into terms."""
+"""Retrieval: the candidates of a query's terms in rank order, verified
+against the match predicate, as hits.
+
+FTS5 gives candidates (a superset of the matches: messages holding each
+term's tokens in order), read in rank order through a ranked first page and
+a top-N sort (`Retriever.fts`); a term the index cannot represent, or a CJK
+query the index answered with nothing, is answered by an exact scan of
+stored text within a budget of sessions, most recent first (`Retriever.scan`),
+with a literal prefilter (`literal_prefilter`) so that it folds only the
+messages that can match. Every candidate is verified (`Retriever.verify`);
+`Retriever.hits` chooses the engine. The scope reaches SQL here
+(`Retriever.scope_sql`), after the gates decided it.
+"""
 
 from __future__ import annotations
 
-from functools import cached_property
+import math
+import unicodedata
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
 import apsw
+import orjson
 
-from ..text.tokens import FTS_TOKENIZER_ARGS
-from .parse import Term, parse
+from ..config import Settings
+from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
+from . import rank
+from .gates import Scope, session_path
+from .match import needs_collapse, occurs
+from .parse import Term, fts_phrase, fts_query
+from .rank import Ranking
+
+
+@dataclass
+class Hit:
+    rowid: int
+    session: int
+    turn: str
+    score: float  # higher is better
+    ts: str | None
+    matched: list[str]
+    partial: bool = False
+
+
+@dataclass
+class Run:
+    """The state of one recall, for diagnostics and gaps."""
+
+    engine: str = "none"
+    candidates: int = 0
+    sessions_scanned: int = 0
+    reranked: list[str] = field(default_factory=list)
+    gaps: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Literal:
+    """What a matching message holds literally (literal_prefilter): for each
+    term, groups of forms, each group a character and what folds to it, or
+    two ideographs side by side and the other forms of either
+    (fold.literal_pairs); a message holds a term when it holds some form of
+    every group. SQLite tests
+    the groups of one form (`instr`, before a row is read); Python tests the
+    rest on the row's raw text (a few substring tests, where an `instr` per
+    form over every row costs more than the folding they save)."""
+
+    per_term: list[list[tuple[str, ...]]]
+    any_term: bool
+
+    def sql(self) -> tuple[str, list[str]]:
+        conds: list[str] = []
+        params: list[str] = []
+        for groups in self.per_term:
+            single = [g[0] for g in groups if len(g) == 1]
+            if not single:
+                if self.any_term:
+                    return "", []  # this term may be anywhere
+                continue
+            conds.append("(" + " AND ".join(["(instr(text, ?) OR instr(coalesce(attachments, ''), ?))"] * len(single))
+                         + ")")
+            params += [c for c in single for _ in (0, 1)]
+        if not conds:
+            return "", []
+        return " AND (" + (" OR " if self.any_term else " AND ").join(conds) + ")", params
+
+    @property
+    def holds(self) -> Callable[[str, str | None], bool] | None:
+        """A test of every group on a row's raw text (the groups of one form
+        again, which costs little), or None when every group has one form:
+        then SQLite has tested them all."""
+        if all(len(g) == 1 for groups in self.per_term for g in groups):
+            return None
+        per_term = self.per_term
+        combine = any if self.any_term else all
+
+        def holds(text: str, atts: str | None) -> bool:
+            return combine(all(any(x in text or (atts is not None and x in atts) for x in g) for g in groups)
+                           for groups in per_term)
+        return holds
+
+
+def literal_prefilter(terms: list[Term], any_term: bool) -> Literal:
+    """A necessary condition for a message to hold the terms: the
+    characters of each that a matching text must hold literally, in one of
+    their few forms (fold.literal_forms), so a scan folds only the
+    messages that pass."""
+    per_term: list[list[tuple[str, ...]]] = []
+    for t in terms:
+        # Attachment names are tested in their JSON, where a control
+        # character, `"` or `\` is escaped: such a form is not looked for.
+        forms = {c: f for c, f in literal_forms(t.folded).items()
+                 if all(orjson.dumps(x)[1:-1].decode() == x for x in f)}
+        if (len(forms) > 1 and all(len(f) == 1 for f in forms.values()) and set(forms) == set(t.folded)
+                and not any(map(unicodedata.combining, t.folded))):
+            # Every character has no other form, none moves in the
+            # normalization and none folds to nothing: the term itself is
+            # in the text.
+            per_term.append([(t.folded,)])
+        else:
+            # Two ideographs side by side first (far fewer texts hold
+            # them), then each character; the character itself before
+            # its rarer forms.
+            chars = sorted(((c, *sorted(f - {c})) for c, f in forms.items()), key=lambda g: (len(g), g))
+            per_term.append(literal_pairs(t.folded, forms) + chars)
+    return Literal(per_term, any_term)
 
 
 class Retriever:
-    def __init__(self, conn: apsw.Connection):
+    """Candidates, scans, verification and hits over one connection, in the
+    scope the gates decided."""
+
+    def __init__(self, conn: apsw.Connection, settings: Settings, ranking: Ranking):
         self.conn = conn
+        self.settings = settings
+        self.ranking = ranking
 
-    @cached_property
-    def _tokenizer(self):
-        return self.conn.fts5_tokenizer("unicode61", FTS_TOKENIZER_ARGS)
+    # --- the scope in SQL ---------------------------------------------------------
 
-    def word_tokens(self, text: str) -> list[str]:
-        if not text.strip():
-            return []
-        return [tok[2] for tok in self._tokenizer(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_QUERY, None)]
+    def scope_sql(self, scope: Scope) -> tuple[str, list]:
+        """SQL restricting `s` (sessions) to the scope; the cwd test runs in
+        Python over the distinct cwds (few), so it is the same code as gates."""
+        clauses: list[str] = []
+        params: list = []
+        if scope.session_id is not None:
+            clauses.append("s.session_id = ?")
+            params.append(scope.session_id)
+        if scope.kind == "project" or self.settings.allow_cwds or self.settings.deny_cwds:
+            cwds = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
+                    if scope.covers_cwd(c, self.settings)]
+            clauses.append("s.cwd IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(cwds).decode())
+        twins = self.denied_twins()
+        if twins:
+            clauses.append("s.id NOT IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(sorted(twins)).decode())
+        return (" AND " + " AND ".join(clauses)) if clauses else "", params
 
-    def parse(self, query: str) -> list[Term]:
-        return parse(query, self.word_tokens)
+    def denied_twins(self) -> set[int]:
+        """Sessions that share their source and id with a session in a denied
+        folder. A harness records each file's cwd, and a sub-agent started
+        after a `cd` records another one than its parent's: its messages are
+        the parent session's (contract §2.1) and stay out with it. Fails
+        closed: a true twin in another project is hidden too (docs/recall.md)."""
+        if not self.settings.deny_cwds:
+            return set()
+        rules = self.settings.path_rules()
+        denied = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
+                  if (p := session_path(c)) is not None and rules.denied(p)]
+        if not denied:
+            return set()
+        return {row for (row,) in self.conn.execute(
+            "SELECT t.id FROM sessions d JOIN sessions t ON t.session_id = d.session_id AND t.source = d.source "
+            "WHERE d.cwd IN (SELECT value FROM json_each(?1)) AND t.cwd NOT IN (SELECT value FROM json_each(?1))",
+            (orjson.dumps(denied).decode(),))}
+
+    def universe(self, scope: Scope) -> tuple[str, list] | None:
+        """The sessions this caller may ever search, as SQL over `s`, when
+        they are not all of them: under a deny or allow list, or in a project
+        scope while all_projects is not simply allowed. None when the caller
+        could search every session anyway: whole-index statistics then tell it
+        nothing it could not read. Statistics of a confined caller (rows, rows
+        holding a phrase) are counted here (rank.size, rank.holding), never
+        over the whole index."""
+        s = self.settings
+        if not (s.allow_cwds or s.deny_cwds or (scope.kind == "project" and s.all_projects != "allow")):
+            return None
+        return self.scope_sql(replace(scope, session_id=None))
+
+    def possible(self, terms: list[Term], universe: tuple[str, list] | None) -> list[Term]:
+        """The terms some message may hold: a term the index holds no
+        candidate for anywhere (in the universe of a confined caller, which
+        must not learn what lies outside it) matches nothing (candidates are
+        a superset), unless the index cannot vouch for it (no tokens; or CJK,
+        which the fallback scan re-checks)."""
+        def held(t: Term) -> bool:
+            if universe is not None:
+                return rank.holding(self.conn, fts_phrase(t.tokens), universe, 1) > 0
+            return self.conn.execute("SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT 1",
+                                     (fts_phrase(t.tokens),)).fetchone() is not None
+        return [t for t in terms if not t.tokens.tokens or HAS_CJK.search(t.folded) or held(t)]
+
+    # --- FTS5 candidates ------------------------------------------------------------
+
+    def order_sql(self, run: Run) -> tuple[str, list[str]]:
+        """The score expression over `{bm25}` (lower is better, as bm25) and
+        the sort keys before it."""
+        keys = []
+        if self.settings.pinned_cwds:
+            keys.append("recall_pinned(s.cwd) DESC")
+            run.reranked.append("pinned_cwds")
+        score = f"{{bm25}} * {self.ranking.weight_sql()}"
+        if self.settings.recency_half_life_days:
+            score += " * recall_recency(m.ts)"
+            run.reranked.append(f"recency_half_life_days={self.settings.recency_half_life_days:g}")
+        return score, keys
+
+    def fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None,
+            bm25: str | None = None) -> Iterator[tuple]:
+        """Candidates in rank order. Only keys and scores are sorted (every
+        match is scored); the text of a candidate is read when verification
+        reaches it.
+
+        With `first`, the best `first` candidates come from a top-N sort, and
+        the rest, if the caller reads on, from one query over every match past
+        those: the order is total (ids break ties) and recall reads in one
+        snapshot, so the statements add up to exactly the rows of one query.
+
+        Before that, when the scope holds most sessions and nothing re-ranks,
+        the ranked first page (_ranked_first) takes FTS5's best matches by
+        plain bm25 and yields those it proves. A narrow scope skips it:
+        joining first, SQLite scores only the matches in scope.
+
+        `bm25`: the score call of a confined caller (rank.confined_bm25),
+        which also skips the ranked page: its proof needs FTS5's own order."""
+        score, keys = self.order_sql(run)
+        order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
+        sql = (f"SELECT {_COLS}, {score.format(bm25=bm25 or 'bm25(message_fts)')} AS score FROM message_fts "
+               f"{_JOINS.format('message_fts.rowid')} WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
+        if first is None:
+            yield from self.conn.execute(sql, [expr, *params])
+            return
+        n = 0  # rows yielded
+        # a re-rank would prove next to nothing
+        ranked = not keys and not self.settings.recency_half_life_days and bm25 is None
+        share = 1.0  # of the sessions, in scope
+        if ranked and scope_sql:
+            (total,), (scoped,) = (self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a).fetchone()
+                                   for w, a in (("", []), (scope_sql, params)))
+            if not scoped:
+                return
+            share = scoped / total
+        if ranked and share >= self.ranking.ranked_first_share:
+            proven = yield from self._ranked_first(expr, scope_sql, params, score, order, first, share)
+            if proven is None:
+                return
+            n = proven
+        page = 0
+        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params, first, n]):
+            page += 1
+            yield row
+        if page == first:
+            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, n + first])
+
+    def _ranked_first(self, expr: str, scope_sql: str, params: list, score: str, order: str, first: int,
+                      share: float) -> Generator[tuple, None, int | None]:
+        """The ranked first page: FTS5's best matches by plain bm25
+        (ranked_page x `first`, over the scope's share) from its top-N sort
+        before any join: joining every match to read its role, session and
+        time costs about what scoring it does. A weighted score is bm25
+        (negative) times a role weight of at most max_role_weight, so no match
+        not taken can score below max_role_weight x the worst bm25 taken; the
+        rows taken that do are the first rows of the one query's order. A
+        page that proves too few is taken again, ranked_growth times larger,
+        up to ranked_rounds pages; the top-N page and the rest then go on past
+        the rows proven. (A recency boost of up to 2, or pinned sessions
+        first, would prove next to nothing.) Returns the number of rows
+        yielded, or None when they are every match in scope."""
+        r = self.ranking
+        top = math.ceil(r.ranked_page * first / share)
+        n = 0
+        for _ in range(r.ranked_rounds):
+            whole, proven = False, 0
+            for *row, taken, worst in self.conn.execute(
+                    "WITH top(id, b) AS MATERIALIZED (SELECT rowid, bm25(message_fts) FROM message_fts "
+                    "WHERE message_fts MATCH ? ORDER BY 2 LIMIT ?) "
+                    f"SELECT {_COLS}, {score.format(bm25='top.b')} AS score, "
+                    f"(SELECT count(*) FROM top), (SELECT max(b) FROM top) FROM top {_JOINS.format('top.id')} "
+                    f"WHERE 1 = 1{scope_sql} ORDER BY {order}", [expr, top, *params]):
+                whole = taken < top  # every match was taken: these rows are the answer
+                if not (whole or worst < 0 and row[-1] < worst * r.max_role_weight):
+                    break  # a match not taken may come before this row
+                proven += 1
+                if proven > n:  # a later round proves what an earlier one did, and more
+                    n += 1
+                    yield tuple(row)
+            if whole:
+                return None
+            top *= r.ranked_growth
+        return n
+
+    # --- the scan ---------------------------------------------------------------------
+
+    def scan(self, scope_sql: str, params: list, run: Run, literal: Literal | None = None) -> Iterator[tuple]:
+        """Stored text of in-scope sessions, most recent first, within the
+        budget; `literal` (from literal_prefilter) leaves out messages that
+        cannot match."""
+        budget = self.settings.scan_budget_sessions
+        pinned = ""
+        if self.settings.pinned_cwds:  # pinned cwds first here too (and scanned first, within the budget)
+            pinned = "recall_pinned(s.cwd) DESC, "
+            if "pinned_cwds" not in run.reranked:
+                run.reranked.append("pinned_cwds")
+        sessions = list(self.conn.execute(
+            f"SELECT s.id FROM sessions s WHERE 1 = 1{scope_sql} "
+            f"ORDER BY {pinned}coalesce((SELECT max(ts) FROM messages WHERE session = s.id), s.started_at) DESC, "
+            "s.id DESC LIMIT ?", [*params, budget + 1]))
+        if len(sessions) > budget:
+            run.gaps["scan"] = (f"the exact scan visited the {budget} most recent sessions in scope (its budget); "
+                                "older sessions were not searched for the terms the index cannot look up")
+            sessions = sessions[:budget]
+        sql, sql_params = literal.sql() if literal else ("", [])
+        holds = literal.holds if literal else None
+        for (sid,) in sessions:
+            run.sessions_scanned += 1
+            rows = self.conn.execute(
+                f"SELECT id, session, turn_id, ts, text, attachments, nfkc, 0.0 FROM messages WHERE session = ?"
+                f"{sql} ORDER BY ts DESC, id DESC", (sid, *sql_params))
+            yield from (rows if holds is None else (r for r in rows if holds(r[4], r[5])))
+
+    # --- verification and hits ------------------------------------------------------------
+
+    def verify(self, rows: Iterable[tuple], terms: list[Term], *, need_all: bool, run: Run) -> Iterator[Hit]:
+        """Hits among candidate rows (id, session, turn, ts, text, attachments,
+        nfkc, score), in their order; a row without text is read here."""
+        folded = [t.folded for t in terms]
+        collapse = needs_collapse(folded)
+        for rowid, session, turn, ts, text, atts, nfkc, score in rows:
+            run.candidates += 1
+            if text is None:
+                text, atts, nfkc = self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
+                                                     (rowid,)).fetchone()
+            fields = [match_text(text, collapse, nfkc)]
+            if atts:
+                fields += [match_text(a["name"], collapse) for a in orjson.loads(atts)]
+            matched = []
+            for t in folded:
+                if any(occurs(t, f) for f in fields):
+                    matched.append(t)
+                elif need_all:  # one missing term decides: a long query costs no more than it must
+                    break
+            if (len(matched) == len(folded)) if need_all else matched:
+                yield Hit(rowid, session, turn, -score, ts, matched)
+
+    def hits(self, terms: list[Term], scope: Scope, run: Run, *, first: int | None,
+             any_term: bool = False) -> Iterator[Hit]:
+        """Verified hits in rank order, choosing the engine. `first`: the
+        FTS5 candidates read through a top-N sort before the rest (fts); None
+        for a caller that reads thousands (partial matches): one query."""
+        scope_sql, params = self.scope_sql(scope)
+        universe = self.universe(scope)
+
+        def scanned():  # the prefilter is worked out only for a scan
+            return self.verify(self.scan(scope_sql, params, run, literal_prefilter(terms, any_term)), terms,
+                               need_all=not any_term, run=run)
+
+        indexed = [t for t in terms if t.tokens.tokens]
+        if not indexed or (any_term and len(indexed) < len(terms)):
+            run.engine = "session-scan"
+            yield from scanned()
+            return
+        expr = fts_query(indexed, any_term)
+        run.engine = "fts"
+        found = False
+        rows = self.fts(expr, scope_sql, params, run, first=first,
+                        bm25=rank.confined_bm25(self.conn, [fts_phrase(t.tokens) for t in indexed], universe))
+        for hit in self.verify(rows, terms, need_all=not any_term, run=run):
+            found = True
+            yield hit
+        if not found and any(HAS_CJK.search(t.folded) for t in terms) and (
+                any_term or len(self.possible(terms, universe)) == len(terms)):
+            # The index should have answered; an exact scan makes sure. Not
+            # for an AND with a term the index vouches for (no CJK) and holds
+            # no candidate of anywhere: candidates are a superset of the
+            # matches, so no message holds that term, and none the AND.
+            run.engine = "cjk-fallback"
+            yield from scanned()
+
+
+_COLS = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
+# The covering index (migration m005): SQLite would look each match up in the
+# table itself, one wide page per row.
+_JOINS = ("JOIN messages m INDEXED BY messages_rank ON m.id = {} "
+          "JOIN sessions s ON s.id = m.session")

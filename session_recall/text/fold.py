@@ -199,7 +199,7 @@ def literal_forms(folded_term: str) -> dict[str, frozenset[str]]:
     algorithm), that fold to themselves, and that have at most LITERAL_FORMS
     forms. A scan tests them before it folds anything (a necessary
     condition, so it stays exact): SQLite those of one form, Python the rest
-    (query.engine.Literal)."""
+    (query.retrieve.Literal)."""
     sources = _fold_sources()
     out: dict[str, frozenset[str]] = {}
     for c in set(folded_term):

@@ -146,7 +146,7 @@ _B64 = "A-Za-z0-9+/"
 # named after the kind that comes first here.
 _kind("private_key",
       r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
-      rf"(?:[\s\S]{{0,16384}}?{_END_KEY}|[{_B64}=\s:,._-]{{0,16384}})",
+      rf"(?:[\s\S]{{0,16384}}?{_END_KEY}|[{_B64}=\s:,._\\-]{{0,16384}})",
       ("-----begin",), prefixes=("-----BEGIN",), body="A-Z ",
       examples=(("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM\n-----END RSA PRIVATE KEY-----",
                  "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM"),))
@@ -169,6 +169,14 @@ _kind("private_key_body",
       examples=(("begin\n" + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
                  "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\nNMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa\n",
                  "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj"),))
+# The same body inside a JSON string, its line breaks escaped (`\n`).
+_kind("private_key_body",
+      rf"\\n(?<=[{_B64}]{{60}}\\n)(?P<s>(?:[ \t]{{0,8}}[{_B64}]{{60,76}}(?:\\r)?\\n){{0,400}}[ \t]{{0,8}}[{_B64}]{{16,76}}={{0,2}})"
+      rf"(?![{_B64}=])",
+      ("\\n",), mode="whole", run_before=re.compile(rf"[{_B64}]{{1,76}}\Z"),
+      examples=(("{\"content\": \"" + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\\n"
+                 "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\\nNMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa\"}",
+                 "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu"),))
 
 # HTTP credentials. A bearer token in prose needs a digit ("bearer of news");
 # after `Authorization:` any credential goes.
@@ -201,8 +209,8 @@ _prefixed("slack_token", ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", 
                           "xapp-"), r"[A-Za-z0-9%\-._~]{8,512}",
           (("xoxb-2048-17761-Rq9fVxT2", "2048-17761-Rq9fVxT2"),
            ("xoxd-Abc%2FdEf%2BgHi1234567890", "Abc%2FdEf%2BgHi1234567890")), chars="A-Za-z0-9%._~-")
-_kind("slack_webhook", r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_/\-]{16,256})",
-      ("hooks.slack.com/",), examples=(("https://hooks.slack.com/services/T0001/B0002/XyZ123abcDEF456ghi",
+_kind("slack_webhook", r"hooks\.slack\.com[/_](?:services|workflows|triggers)[/_](?P<s>[A-Za-z0-9_/\-]{16,256})",
+      ("hooks.slack.com",), examples=(("https://hooks.slack.com/services/T0001/B0002/XyZ123abcDEF456ghi",
                                        "T0001/B0002/XyZ123abcDEF456ghi"),))
 # (the whole token goes: its claims name the user)
 _kind("jwt", r"eyJ[A-Za-z0-9_\-]{4,8192}\.eyJ[A-Za-z0-9_\-]{4,8192}\.[A-Za-z0-9_\-]{8,8192}", ("eyj",),
@@ -239,6 +247,9 @@ _prefixed("ai_api_key", ("gsk_", "r8_", "pplx-", "xai-", "lin_api_", "dckr_pat_"
                          "dp.pt.", "ATATT3", "sq0atp-", "sq0csp-"), r"[A-Za-z0-9_\-]{24,256}",
           (("gsk_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0", "Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0"),
            ("dckr_pat_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1", "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1")))
+_prefixed("twilio_key", ("SK",), r"[0-9a-fA-F]{32}(?![0-9A-Za-z])",
+          (("the key is SK4e35da5912a23837691b65e1aab56476 now", "4e35da5912a23837691b65e1aab56476"),),
+          chars="0-9a-fA-F")
 _kind("azure_storage", r"(?:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{20,128}={0,2})",
       ("accountkey=", "sharedaccesskey="), flags=re.IGNORECASE | _F,
       examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Qk9xR2c1WlpHa3ZxN3BOdzhLc0E=;",
@@ -272,11 +283,11 @@ _SEP_VALUE = (
     # "key": "value" / key = "value" / key: 'value'
     rf"{_Q}[ \t]{{0,3}}(?:=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
     # key=value (env, query strings, connection strings)
-    rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\]{{1,512}})(?![(\[])"
+    rf"|(?<==)(?P<s3>(?:[^\s\"'`,;&<>(){{}}\[\]\\]|&(?![A-Za-z_][A-Za-z0-9_.\-]{{0,64}}=)){{1,512}})(?![(\[])"
     # key: value (YAML, headers): one word that ends its line
-    rf"|(?<=[:\s])(?P<s4>[^\s\"'`,;&<>(){{}}\[\]\\#]{{1,512}})(?=[ \t]{{0,8}}(?:\r?\n|\Z|#|[\"'\\,;}}\]])))"
+    rf"|(?<=[:\s])(?P<s4>[^\s\"'`\\]{{1,512}}?)(?=[ \t]{{0,8}}(?:\r?\n|\Z|[ \t]#|[\"'\\]|[,;}}\]][ \t]{{0,8}}(?:\r?\n|\Z))))"
 )
-_FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"'`;&|<>]{0,511}))"
+_FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"']{0,511}))"
 
 
 _SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.IGNORECASE | _F)
@@ -328,12 +339,12 @@ _kind("password_flag", rf"(?<=-)(?:password|passwd|pass|pwd|token|secret|key){_F
                 ("vault login --token s.AbCdEf1234567890", "s.AbCdEf1234567890"),
                 ("tool --api-key 'Ak9 Zq8 Xw7' run", "Ak9 Zq8 Xw7")))
 _kind("password_short_flag",
-      r"(?:(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]{0,200}?[ \t]-p(?P<s>[^\s\"'-][^\s\"'`;&|<>]{0,127})"
-      r"|(?:sshpass|docker[ \t]{1,3}login)\b[^\n|;&]{0,200}?[ \t]-p[ \t]{1,3}(?:'(?P<s2>[^'\n]{1,128})'|\"(?P<s3>[^\"\n]{1,128})\"|(?P<s4>[^\s\"'-][^\s\"'`;&|<>]{0,127})))",
+      r"(?:(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]{0,200}?[ \t]-p(?P<s>[^\s\"'-][^\s\"']{0,127})"
+      r"|(?:sshpass|docker[ \t]{1,3}login)\b[^\n|;&]{0,200}?[ \t]-p[ \t]{1,3}(?:'(?P<s2>[^'\n]{1,128})'|\"(?P<s3>[^\"\n]{1,128})\"|(?P<s4>[^\s\"'-][^\s\"']{0,127})))",
       ("mysql", "mariadb", "sshpass", "docker"), flags=_F, keep=_keep_password,
       examples=(("mysql -u root -pS3cretPass shop", "S3cretPass"), ("sshpass -p 'Zz8Yy7Xx6' ssh host", "Zz8Yy7Xx6"),
                 ("docker login -u ada -p Dk9pW2xQ7zK registry.example", "Dk9pW2xQ7zK")))
-_kind("netrc_password", r"login[ \t]{1,5}\S{1,256}[ \t\r\n]{1,5}password[ \t]{1,5}(?P<s>\S{1,256})", ("login",),
+_kind("netrc_password", r"login[ \t]{1,5}\S{1,256}[ \t\r\n+>-]{1,12}password[ \t]{1,5}(?P<s>\S{1,256})", ("login",),
       flags=_F, keep=_keep_password,
       examples=(("machine api.example.org login ada password N3tRcPass99", "N3tRcPass99"),))
 _kind("curl_user", r"(?<![A-Za-z0-9-])(?:-u|--user)[ \t]{1,3}[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{1,128})",
@@ -572,11 +583,12 @@ class Redactor:
 
 # A streaming message's last word, held back while it may be a secret's head.
 PENDING = f"{PLACEHOLDER_OPEN}pending:00000000{PLACEHOLDER_CLOSE}"
-# (with a `Bearer` or a key and its separator before it: the secret is the
-# word after the trigger)
+# (with a `Bearer`, a key and its separator, or a flag (`--password `) before
+# it: the secret is the word after the trigger)
 _LAST_WORD = re.compile(
     r"(?:(?i:bearer|basic|token)[ \t]{1,5}|(?i:[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key|auth\w{0,8}"
-    r"|credentials?)[\"'\\]{0,4}[ \t]{0,3}[:=][ \t]{0,3}[\"'\\]{0,4})|-p[ \t]{0,3})?\S{1,4096}\Z")
+    r"|credentials?)[\"'\\]{0,4}[ \t]{0,3}[:=][ \t]{0,3}[\"'\\]{0,4})"
+    r"|(?i:-{1,2}[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key))[ \t]{1,3}|-p[ \t]{0,3})?\S{1,4096}\Z")
 # (or a long base64-like run: the head of a key's body whose header came elsewhere)
 # (8 or more base64 characters, with the start of the next line or two,
 # unless a plain word: `deploy`, `Deploy`, `HTTP`, `2026`)
@@ -602,8 +614,10 @@ def _after_continuation(stored: str, fragment: str) -> str:
     return fragment[m.end() :] if m else fragment
 
 
-# Characters a secret may continue with when it arrives split across deltas.
-_CONTINUATION = re.compile(r"[A-Za-z0-9_\-+/=.%~]{1,8192}")
+# Characters a secret may continue with when it arrives split across deltas:
+# any up to a space or a quote (a password holds `^`, `&`, `!`...; a word
+# glued to a secret going with it costs nothing of value).
+_CONTINUATION = re.compile(r"[^\s\"'`<>]{1,8192}")
 
 
 def scrub(text: str) -> str:
@@ -626,7 +640,8 @@ def secret_prefix(word: str) -> str | None:
     A word of at least PREFIX_MIN characters (7) is refused when it is a head of
     a distinctive prefix (`github_p`) or a prefix followed only by the kind's
     body characters (`AKIA1234`, `ghp_abcd`, `xoxb-12`); for a prefix of
-    fewer than 4 characters (`sk-`), the body must hold a digit. Matching is
+    fewer than 4 characters (`sk-`, `hf_`), the body must hold a digit or a
+    capital (`sk-learn`, `hf_hub_download` are words, `hf_XsAyAU` is not). Matching is
     case-insensitive, as the index folds case."""
     w = word.lower()
     for p, body, name in _PREFIXES:
@@ -634,7 +649,7 @@ def secret_prefix(word: str) -> str | None:
             return name
         if w.startswith(p) and (len(w) >= PREFIX_MIN or (len(p) >= 7 and w == p)):
             rest = word[len(p):]
-            if body.fullmatch(rest) and (len(p) >= 4 or any(c.isdigit() for c in rest)):
+            if body.fullmatch(rest) and (len(p) >= 4 or any(c.isdigit() or c.isupper() for c in rest)):
                 return name
     return None
 

@@ -8,9 +8,11 @@ transaction, so a resumed read continues exactly where the last one stopped.
 
 from __future__ import annotations
 
+import os
+
 from .base import Parser, Skip, load_object
 
-__all__ = ["Parser", "Skip", "detect_kind", "kinds", "load_object"]
+__all__ = ["Parser", "Skip", "default_folders", "detect_kind", "kind_names", "kinds", "load_object"]
 
 
 def kinds() -> dict[str, type[Parser]]:
@@ -19,6 +21,23 @@ def kinds() -> dict[str, type[Parser]]:
     from .codex import CodexParser
 
     return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser)}
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every source kind, and "auto" (detected per file) first."""
+    return ("auto", *kinds())
+
+
+def default_folders() -> list[tuple[str, str]]:
+    """(folder, kind) of every harness's default log folders, whether or not
+    they exist on this machine."""
+    out = []
+    for name, parser in kinds().items():
+        if parser.home is None:
+            continue
+        home = os.environ.get(parser.home_env or "") or os.path.join(os.path.expanduser("~"), parser.home)
+        out += [(os.path.join(home, folder), name) for folder in parser.folders]
+    return out
 
 
 def detect_kind(first_lines: list[bytes]) -> str | None:

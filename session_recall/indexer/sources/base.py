@@ -84,6 +84,12 @@ def _redact_unkeyed(text: str) -> str:
 
 class Parser:
     kind: ClassVar[str]
+    # Where the harness keeps its logs by default, if it has such a place:
+    # the environment variable that moves its home, the home under the
+    # user's, and the log folders inside it (Index.default_sources).
+    home_env: ClassVar[str | None] = None
+    home: ClassVar[str | None] = None
+    folders: ClassVar[tuple[str, ...]] = ()
     # The bytes that every line this kind indexes contains (its "type"
     # values); see is_noise.
     indexed_types: ClassVar[re.Pattern[bytes]]

@@ -57,6 +57,7 @@ def _line_id(line: bytes) -> str:
 
 class ClaudeCodeParser(Parser):
     kind = "claude-code"
+    home_env, home, folders = "CLAUDE_CONFIG_DIR", ".claude", ("projects",)
     indexed_types = _INDEXED_TYPES
 
     def __init__(self, path: str, state: dict | None = None):

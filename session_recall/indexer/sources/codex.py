@@ -91,6 +91,7 @@ def _unwrap(output: str) -> str:
 
 class CodexParser(Parser):
     kind = "codex"
+    home_env, home, folders = "CODEX_HOME", ".codex", ("sessions", "archived_sessions")
     indexed_types = _INDEXED_TYPES
 
     @classmethod

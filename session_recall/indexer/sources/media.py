@@ -14,6 +14,7 @@ import orjson
 from pydantic import ValidationError
 
 from ...model import Attachment
+from ...text.redact import find_secret
 
 _ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _DATA_URL = re.compile(r"^data:([^;,]*)(;[^,]*)?,", re.IGNORECASE)
@@ -120,7 +121,12 @@ def from_data_url(url: str, fallback_id: str, n: int) -> Attachment | None:
 
 def from_path(path: str, fallback_id: str) -> Attachment | None:
     """A local file named by its path: its base name, a media type guessed
-    from it, and an unknown size (0)."""
+    from it, and an unknown size (0). A path that holds a secret (a webhook
+    URL, a token in a query string) keeps its whole text as the name, so that
+    the redactor sees the secret in its context; its base name alone would be
+    a bare random word."""
     name = posixpath.basename(path.replace("\\", "/")) or path
+    if find_secret(path) is not None:
+        name = path
     mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
     return make(None, fallback_id, name, mime, 0)

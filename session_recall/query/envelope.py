@@ -1,0 +1,188 @@
+"""The envelope around every answer: its status, the hint that says what to do
+next (one function per hint), gaps, diagnostics, and the opaque cursor that
+pages a result list.
+
+Statuses (docs/recall.md): ok, partial, no_match, empty_query, empty_index,
+denied, unknown_session, unknown_anchor, stale_cursor, refused. A cursor
+holds a key of the query, question, scope and limit, an offset, and the
+index's generation: it pages only the query that made it, and only while no
+message arrived.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+
+import apsw
+import orjson
+
+from ..model import Diagnostics, Envelope, Result
+from .gates import Scope
+from .parse import Term
+from .retrieve import Run
+
+# A hint quotes the query's terms in at most this many characters.
+HINT_TERMS_CHARS = 200
+
+
+# --- cursors ----------------------------------------------------------------------------
+
+
+def cursor_key(**params) -> str:
+    return hashlib.blake2b(orjson.dumps(params, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+
+
+def make_cursor(key: str, offset: int, generation: int) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"k": key, "o": offset, "g": generation})).rstrip(b"=").decode()
+
+
+def read_cursor(cursor: str) -> dict | None:
+    try:
+        value = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, orjson.JSONDecodeError):
+        return None
+    if isinstance(value, dict) and isinstance(value.get("o"), int) and value["o"] >= 0:
+        return value
+    return None
+
+
+def cursor_hint(cur: dict | None, key: str, generation: int) -> str | None:
+    """Why a cursor cannot page this query (a stale_cursor's hint), or None
+    when it can."""
+    if cur is None or cur.get("k") != key:
+        return foreign_cursor_hint()
+    if cur.get("g") != generation:
+        return changed_index_hint()
+    return None
+
+
+# --- the envelope -----------------------------------------------------------------------
+
+
+def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, question: str | None, status: str,
+             hint: str, run: Run | None = None, **kw) -> Envelope:
+    """The envelope of an answer, its diagnostics read from `run` and the
+    index's freshness from `conn`."""
+    run = run or Run()
+    freshness = dict(conn.execute(
+        "SELECT 'last_indexed_at', max(last_indexed_at) FROM sources").fetchall())
+    freshness["sources"] = conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+    diag = Diagnostics(engine=run.engine, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
+                       sessions_scanned=run.sessions_scanned,
+                       scan_budget=scan_budget if run.engine != "fts" and run.engine != "none" else 0,
+                       candidates=run.candidates, reranked=run.reranked, index_freshness=freshness,
+                       terms=kw.pop("terms", []))
+    return Envelope(query=query, question=question, status=status, hint=hint, gaps=run.gaps,
+                    diagnostics=diag, **kw)
+
+
+# --- hints --------------------------------------------------------------------------------
+
+
+def quoted(values: list[str], sep: str) -> str:
+    """Terms for a hint, quoted, at most HINT_TERMS_CHARS (a hint stays one
+    short sentence even for a query of 100 KB)."""
+    text = sep.join(repr(v) for v in values)
+    return text if len(text) <= HINT_TERMS_CHARS else text[:HINT_TERMS_CHARS] + "…"
+
+
+def scope_words(scope: Scope) -> str:
+    base = "all projects" if scope.kind == "all" else f"the project {scope.cwd}"
+    return base + (f", session {scope.session_id}" if scope.session_id else "")
+
+
+def refused_hint(kind: str) -> str:
+    return (f"The query looks like a credential ({kind}). Secrets are removed when sessions are indexed "
+            "and cannot be searched for; search for the words around it instead (the service, file or "
+            "command it was used with).")
+
+
+def empty_query_hint() -> str:
+    return ("Give a query (words or \"quoted phrases\", all must match) or a question "
+            "in natural language.")
+
+
+def empty_index_hint() -> str:
+    return ("The index is empty: nothing has been searched. Index session logs first "
+            "(`recall index PATH`, or configure sources).")
+
+
+def unknown_session_hint(session_id: str, scope: Scope) -> str:
+    return (f"No session {session_id!r} in scope ({scope_words(scope)}). Check the id, "
+            "or search without session_id.")
+
+
+def foreign_cursor_hint() -> str:
+    return ("This cursor does not belong to this query; repeat the query without a "
+            "cursor, or with the same query, question, scope and limit.")
+
+
+def changed_index_hint() -> str:
+    return ("The index changed since this cursor was made (new messages arrived); "
+            "repeat the query without a cursor to page the current results.")
+
+
+def ok_hint(results: list[Result], partial: bool, terms: list[Term], cursor: str | None) -> str:
+    sessions = len({(r.source, r.cwd, r.session_id) for r in results})
+    hint = f"{len(results)} passage{'s' * (len(results) != 1)} from {sessions} session{'s' * (sessions != 1)}."
+    if partial:
+        hint = ("No message contains all of " + quoted([t.raw for t in terms], ", ")
+                + "; these are the best partial matches (matched_terms says which terms each has). " + hint)
+    hint += " recall_more(anchor_id) widens a passage to its whole turn."
+    if cursor:
+        hint += " More results: pass next_cursor."
+    return hint
+
+
+def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool) -> str:
+    return (f"No message in {scope_words(scope)} matches "
+            + (quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
+               + quoted([t.folded for t in kw_terms], ", "))
+            + (". Try fewer or other words, a question, or all_projects." if not all_projects else
+               ". Try fewer or other words, or a question."))
+
+
+def nothing_indexed_hint(scope: Scope) -> str:
+    return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. "
+            "Index this project's session logs (`recall index PATH`), pass the cwd of the project "
+            "you mean, or search all_projects.")
+
+
+def last_page_hint() -> str:
+    return "No more results: the previous page was the last."
+
+
+def not_an_anchor_hint() -> str:
+    return "This is not an anchor_id from a recall result; pass a passage's anchor_id."
+
+
+def anchor_out_of_scope_hint() -> str:
+    return ("No passage with this anchor in scope: it belongs to a session "
+            "this caller cannot see, or the session is no longer indexed.")
+
+
+def turn_hint(n_messages: int) -> str:
+    return f"The turn around this anchor, {n_messages} messages."
+
+
+# --- gaps ---------------------------------------------------------------------------------
+
+
+def question_gap(max_chars: int, length: int) -> str:
+    return f"keywords were taken from the question's first {max_chars} characters (of {length})"
+
+
+def partial_gap(n_terms: int, max_terms: int) -> str:
+    return (f"no message contains all {n_terms} terms; partial matches are looked for "
+            f"only in queries of at most {max_terms} terms")
+
+
+def response_budget_gap(left_out: int, budget: int) -> str:
+    return (f"{left_out} more passages did not fit the "
+            f"response budget of {budget} bytes; page with next_cursor")
+
+
+def scope_gap(scope: Scope) -> str:
+    return f"no indexed session lies in {scope_words(scope)}"
