@@ -116,8 +116,8 @@ def test_source_parsers_take_their_protocol_from_the_base_module_not_from_their_
 
 
 def test_the_indexer_and_the_query_side_do_not_import_each_other():
-    for name in GRAPH:
+    for name, imported in GRAPH.items():
         if name.startswith("session_recall.indexer"):
-            assert not any(m.startswith("session_recall.query") for m in GRAPH[name]), name
+            assert not any(m.startswith("session_recall.query") for m in imported), name
         if name.startswith("session_recall.query"):
-            assert not any(m.startswith("session_recall.indexer") for m in GRAPH[name]), name
+            assert not any(m.startswith("session_recall.indexer") for m in imported), name
