@@ -26,29 +26,11 @@ from session_recall.query import passages as P
 from session_recall.query.gates import Scope
 from session_recall.query.rank import Ranking
 from session_recall.query.retrieve import Run, literal_prefilter
-from session_recall.text.redact import KINDS, TABLE, find_secret
+from session_recall.text.redact import KINDS, find_secret
+from tests.secret_samples import SECRETS
 
-# One sample per secret kind of the redactor: (text to plant, a fragment of
-# the secret itself that must never come out).
-SECRETS: dict[str, tuple[str, str]] = {
-    "private_key": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
-                    "-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"),
-    "bearer": ("Authorization: Bearer 9f8e7d6c5b4a39281706f5e4", "9f8e7d6c5b4a39281706f5e4"),
-    "anthropic_key": ("sk-ant-api03-Zq8xVw2LmN4pRt6y", "Zq8xVw2LmN4pRt6y"),
-    "stripe_key": ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
-    "openai_key": ("sk-proj-Q7mW2xN9bV4cK8jH3gF6", "Q7mW2xN9bV4cK8jH3gF6"),
-    "github_token": ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),
-    "aws_key": ("AKIAQ3EGUI2PXQ7RJ4MN", "Q3EGUI2PXQ7RJ4MN"),
-    "slack_token": ("xoxb-2048-17761-Rq9fVxT2", "2048-17761-Rq9fVxT2"),
-    "jwt": ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZGEifQ.Xk3vQ9wLm2Rt8yP4sN7b", "Xk3vQ9wLm2Rt8yP4sN7b"),
-    "url_password": ("https://deploy:Tr0ub4dor3x@git.example.org/repo.git", "Tr0ub4dor3x"),
-    "password": ("password=Hunter2Hunter2", "Hunter2Hunter2"),
-    "email": ("ada.lovelace@example.com", "ada.lovelace@example"),
-}
-
-
-# the kinds added with redactor version 2: their first example in the table
-SECRETS.update({k.name: k.examples[0] for k in TABLE if k.examples and k.name not in SECRETS})
+# One sample per secret kind of the redactor (tests/secret_samples.py): (text
+# to plant, the secret itself, which must never come out).
 
 
 def test_every_secret_kind_has_a_sample():

@@ -25,67 +25,18 @@ from __future__ import annotations
 import json
 import os
 import random
-import string
 from pathlib import Path
 
 import pytest
 
 from session_recall import Index
 from session_recall.config import Settings
-from session_recall.text.redact import KINDS, TABLE, find_secret
+from session_recall.text.redact import KINDS, find_secret
+from tests.secret_samples import SAMPLES
 
 SPLITS = int(os.environ.get("RECALL_SECRET_SPLITS", "3"))
 WINDOW = 8  # a piece of a secret this long found anywhere is a leak
-_rng = random.Random(20261201)
-
-
-def _body(n: int, alphabet: str = string.ascii_letters + string.digits) -> str:
-    """A random, distinctive secret body (deterministic)."""
-    return "".join(_rng.choice(alphabet) for _ in range(n))
-
-
-def _sample(kind: str, template: str, body: str) -> tuple[str, str, str]:
-    return kind, template.format(body), body
-
-
-_B64 = string.ascii_letters + string.digits + "+/"
-# (kind, the text to plant, the secret's body: what must never be stored)
-SAMPLES: list[tuple[str, str, str]] = [
-    _sample("private_key", "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----", _body(64, _B64)),
-    _sample("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----",
-            _body(48, _B64)),
-    _sample("private_key", "-----BEGIN EC PRIVATE KEY-----\n{}", _body(40, _B64)),  # cut off before its END
-    _sample("bearer", "Authorization: Bearer {}", _body(28) + "7"),
-    _sample("bearer", "curl -H 'authorization: bearer {}'", _body(20) + "3"),
-    _sample("anthropic_key", "sk-ant-api03-{}", _body(24)),
-    _sample("stripe_key", "sk_live_{}", _body(24)),
-    _sample("stripe_key", "rk_live_{}", _body(20)),
-    _sample("openai_key", "sk-proj-{}", _body(24)),
-    _sample("openai_key", "sk-svcacct-{}", _body(20)),
-    _sample("openai_key", "sk-{}", _body(32)),
-    _sample("github_token", "ghp_{}", _body(36)),
-    _sample("github_token", "gho_{}", _body(36)),
-    _sample("github_token", "github_pat_{}", _body(40)),
-    _sample("aws_key", "AKIA{}", _body(16, string.ascii_uppercase + string.digits)),
-    _sample("aws_key", "ASIA{}", _body(16, string.ascii_uppercase + string.digits)),
-    _sample("slack_token", "xoxb-{}", "1234-" + _body(20)),
-    _sample("slack_token", "xoxp-{}", _body(24)),
-    _sample("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ{}", "hZGEifQ." + _body(30)),
-    _sample("url_password", "https://deploy:{}@git.example.org/repo.git", _body(14)),
-    _sample("url_password", "postgres://admin:{}@db.internal:5432/shop", _body(16)),
-    _sample("password", "password={}", _body(14)),
-    _sample("secret_value", "api_key={}", _body(20)),
-    _sample("password", "PASSWD={}", _body(12)),
-    _sample("secret_value", "token={}&next=1", _body(18)),
-    _sample("email", "{}@example.com", "zeb." + _body(10, string.ascii_lowercase)),
-    _sample("email", "ops+{}@mail.example.co.uk", _body(12, string.ascii_lowercase)),
-]
-
-# The kinds added with redactor version 2, from the redactor's table (each
-# kind's first example; the table's own tests plant every example in every
-# syntax).
-_HAVE = {k for k, _, _ in SAMPLES}
-SAMPLES += [(k.name, *k.examples[0]) for k in TABLE if k.examples and k.name not in _HAVE and not _HAVE.add(k.name)]
+_rng = random.Random(20261201)  # where streamed deltas split a secret
 
 
 def pieces(body: str) -> set[str]:

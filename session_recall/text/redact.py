@@ -125,9 +125,17 @@ _WORD_START = r"(?:(?<![a-z])|(?<=\\[nrt]))"
 def _prefixed(name: str, prefixes: tuple[str, ...], body: str, examples, *, before: str = _START,
               chars: str = "A-Za-z0-9_-", flags: int = 0, also: tuple[str, ...] = ()) -> None:
     """A provider token: a literal head, then a body. (`also`: longer heads,
-    refused as queries on their own.)"""
-    alt = "|".join(re.escape(p) for p in prefixes)
-    _kind(name, f"{before}(?:{alt}){body}", tuple(sorted({p.lower() for p in prefixes})), flags=flags,
+    refused as queries on their own.) A head of four or more characters
+    holding `_`, `-` or `.` (`sk-ant-`, `ghp_`, `xoxb-`) is distinctive enough
+    to be taken glued to the word before it (`fontsk-ant-...`, as streamed
+    deltas join); a shorter or plainer one (`sk-`, `SK`, `dapi`) only at a
+    word's start (`task-management-system` holds no key)."""
+    glued = [p for p in prefixes if len(p) >= 4 and any(c in p for c in "_-.")]
+    plain = [p for p in prefixes if p not in glued]
+    heads = [f"{before}(?:{'|'.join(re.escape(p) for p in plain)})"] if plain else []
+    if glued:
+        heads.append(f"(?:{'|'.join(re.escape(p) for p in glued)})")
+    _kind(name, f"(?:{'|'.join(heads)}){body}", tuple(sorted({p.lower() for p in prefixes})), flags=flags,
           prefixes=prefixes + also, body=chars, examples=examples, keep=_placeholder_token)
 
 
