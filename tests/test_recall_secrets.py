@@ -32,13 +32,13 @@ def test_a_credential_shaped_query_is_refused_before_any_corpus_is_touched(proj,
         statements.append(sql)
         return True
 
-    ix.store.conn.exec_trace = trace
+    ix.store.conn.exec_trace = ix.store.reader.exec_trace = trace  # the write path and the queries'
     try:
         envs = [ix.recall(sample, cwd=str(proj)), ix.recall(f"deployed {sample}", cwd=str(proj)),
                 ix.recall("", question=f"what was {sample} for?", cwd=str(proj)),
                 ix.recall(sample, cwd=str(proj), all_projects=True)]
     finally:
-        ix.store.conn.exec_trace = None
+        ix.store.conn.exec_trace = ix.store.reader.exec_trace = None
     touched = [q for q in statements if "messages" in q or "message_fts" in q or "sessions" in q]
     assert touched == [], touched
     for env in envs:
