@@ -1,5 +1,6 @@
-"""The `recall` command in a subprocess: the envelope's JSON schema, search
-and more on the command line."""
+"""The `recall` command in a subprocess: index, status and search end to end
+on the shipped fixtures; the envelope's JSON schema; search and more on the
+command line."""
 
 from __future__ import annotations
 

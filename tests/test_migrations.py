@@ -1,4 +1,5 @@
-"""The migration registry: one place to add a migration, checked here."""
+"""The migration registry: one place to add a migration, checked here; the
+FTS table the migrations create keeps its settings."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ checkpoint, for every 8-character piece of each secret's body and its
 case-folded form (FTS5 stores folded tokens): none may be there. Then no
 envelope of any query (mask and hash modes), no recall_more and no command
 output holds one, and every credential-shaped query is refused with a hint.
+An index built by an older redactor is rebuilt without the secrets it held.
 
 RECALL_SECRET_SPLITS sets how many places each secret is split at when it
 streams (CI: 3, just before its body, where the body begins and in its
