@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from session_recall.text.fold import _IDEOGRAPH, fold, fold_form, literal_forms, literal_pairs, match_text
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
+from tests.secret_samples import SECRETS
 
-SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
+SECRET, SECRET_BODY = SECRETS["anthropic_key"]  # the one table of secret samples
 CWD = "/home/ada/resume"
 
 CASES = [
@@ -144,7 +145,7 @@ def test_fields(one_message, query, expected):
     ('"with now"', True),         # the placeholder is one space between them
     ("redacted", False),
     ("anthropic_key", False),
-    ("Qw3rTy8uIoPaSdFgHjKlZxCv", False),
+    (SECRET_BODY, False),
     ("ant", False),
 ])
 def test_placeholder_is_one_space(one_message, query, expected):
