@@ -648,14 +648,17 @@ def _after_continuation(stored: str, fragment: str) -> str:
     if f"{PLACEHOLDER_OPEN}private_key_body:" in tail:
         m = _BODY_LINES.match(fragment)
         return fragment[m.end() :] if m else fragment
-    m = _CONTINUATION.match(fragment)
+    kind = tail[tail.rfind(PLACEHOLDER_OPEN) + 1 :].split(":", 1)[0]
+    m = _CONTINUATIONS.get(kind, _CONTINUATION).match(fragment)
     return fragment[m.end() :] if m else fragment
 
 
 # Characters a secret may continue with when it arrives split across deltas:
-# any up to a space or a quote (a password holds `^`, `&`, `!`...; a word
-# glued to a secret going with it costs nothing of value).
+# a provider token's own body characters (what redacting the whole text
+# would have taken: `sk-ant-...2uoh` stops before `:`); a password or other
+# keyed value, any up to a space or a quote (it holds `^`, `&`, `!`...).
 _CONTINUATION = re.compile(r"[^\s\"'`<>]{1,8192}")
+_CONTINUATIONS = {k.name: re.compile(f"[{k.body}]{{1,8192}}", _F) for k in TABLE if k.prefixes and k.name != "private_key"}
 
 
 def scrub(text: str) -> str:
