@@ -20,9 +20,9 @@ from .query.engine import Engine
 from .query.gates import Confirm, Scope, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Run
+from .rows import one
 from .store import Store, WriterBusy
 from .text.redact import find_secret
-from .rows import one
 
 if TYPE_CHECKING:
     from .indexer.watch import Watcher

@@ -30,9 +30,9 @@ from pathlib import Path
 import apsw
 
 from . import migrations
+from .rows import one
 from .text.redact import REDACTOR_VERSION
 from .text.tokens import TOKENIZER_VERSION
-from .rows import one
 
 BUSY_TIMEOUT_MS = 5000
 

@@ -17,9 +17,9 @@ import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
+from ..rows import one
 from ..text.redact import Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
-from ..rows import one
 
 
 def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:

@@ -26,6 +26,7 @@ import orjson
 import zstandard
 
 from ..migrations import recreate_fts
+from ..rows import one
 from ..store import Group, Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
@@ -33,7 +34,6 @@ from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
 from .sources import detect_kind, kind_names
-from ..rows import one
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ import apsw
 
 from ..config import Settings
 from ..model import Envelope, Result, Status
+from ..rows import one
 from ..text.fold import replace_lone_surrogates
 from ..text.redact import find_secret
 from . import envelope as E
@@ -29,7 +30,6 @@ from .gates import Confirm, Scope, decide_scope
 from .parse import QUESTION_MAX_CHARS, QueryTokenizer, Term
 from .rank import Ranker, Ranking, select
 from .retrieve import Hit, Retriever, Run
-from ..rows import one
 
 
 def _one_snapshot(method):

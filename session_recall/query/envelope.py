@@ -20,10 +20,10 @@ import apsw
 import orjson
 
 from ..model import Diagnostics, Envelope, Result, Status
+from ..rows import one
 from .gates import Scope
 from .parse import Term
 from .retrieve import Run
-from ..rows import one
 
 # A hint quotes the query's terms in at most this many characters.
 HINT_TERMS_CHARS = 200

@@ -20,10 +20,10 @@ import apsw
 import orjson
 
 from ..model import Material, MaterialKind, Passage, PassageMessage, Result
+from ..rows import one
 from ..text.fold import match_text
 from ..text.redact import render
 from .match import message_matches, occurs
-from ..rows import one
 
 if TYPE_CHECKING:
     from .gates import Scope

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, cast
 import apsw
 import orjson
 
+from ..rows import one
 from ..text.fold import match_text
 from .gates import session_path
 from .match import occurs
 from .parse import Term, fts_phrase
-from ..rows import one
 
 if TYPE_CHECKING:
     from ..config import Settings

@@ -24,13 +24,13 @@ import orjson
 
 from ..config import Settings
 from ..model import Engine
+from ..rows import one
 from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
 from . import rank
 from .gates import Scope, session_path
 from .match import needs_collapse, occurs
 from .parse import Term, fts_phrase, fts_query
 from .rank import Ranking
-from ..rows import one
 
 
 @dataclass
