@@ -165,7 +165,7 @@ class Store:
         # newline when it was last read (its size then is past the offset
         # consumed, which ends at a newline). It is read when the newline comes.
         partial = one(c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
-                            "AND path NOT LIKE '%.zst'"))[0]
+                                "AND path NOT LIKE '%.zst'"))[0]
         db = self.path
         return {
             "db": str(db),

@@ -304,7 +304,7 @@ class Ranker:
                 n = holding(self.conn, " OR ".join(phrases[g]), universe)
             else:
                 n = one(self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
-                                      (" OR ".join(phrases[g]),)))[0]
+                                          (" OR ".join(phrases[g]),)))[0]
             out[g] = math.log(1 + (n_all - n + 0.5) / (n + 0.5))
         return out
 

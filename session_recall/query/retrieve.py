@@ -340,7 +340,7 @@ class Retriever:
             run.candidates += 1
             if text is None:
                 text, atts, nfkc = one(self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
-                                                     (rowid,)))
+                                                         (rowid,)))
             fields = [match_text(text, collapse, nfkc)]
             if atts:
                 fields += [match_text(a["name"], collapse) for a in orjson.loads(atts)]

@@ -136,7 +136,7 @@ class ClaudeCodeParser(Parser):
         if not isinstance(sid, str) or not sid:
             sid = self.state.get("main")  # a summary titles the session of this file
         cwd = self.state.get("sessions", {}).get(sid) if sid else None
-        if cwd is None or not sid:  # (no sid, no cwd)
+        if cwd is None or not sid:  # (without a sid, cwd is None already)
             # Titles often come first (a summary heads the file): kept until
             # the session opens.
             pending = self.state.setdefault("pending", {})
