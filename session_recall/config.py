@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -119,7 +119,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
     cls = Settings
     if path:
         cfg = SettingsConfigDict(**{**Settings.model_config, "toml_file": Path(path).expanduser()})
-        cls = type("FileSettings", (Settings,), {"model_config": cfg})
+        # type() is typed as returning a bare `type`; this one subclasses Settings
+        cls = cast("type[Settings]", type("FileSettings", (Settings,), {"model_config": cfg}))
     try:
         return cls(**overrides)
     except tomllib.TOMLDecodeError as e:

@@ -20,6 +20,7 @@ from .query.engine import Engine
 from .query.gates import Confirm, Scope, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Run
+from .rows import one
 from .store import Store, WriterBusy
 from .text.redact import find_secret
 
@@ -217,17 +218,17 @@ class Index:
         c = self.store.reader
         for hit in self.engine.retriever.hits(terms, Scope("all", "/"), Run(),
                                               first=self.engine.ranking.fts_first_page):
-            role, mid, ts, text, atts = c.execute(
-                "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)).fetchone()
+            role, mid, ts, text, atts = one(c.execute(
+                "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)))
             out.append((Match(mid, role, ts, text, orjson.loads(atts) if atts else [], hit.score), self.session(hit.session)))
             if len(out) >= limit:
                 break
         return out
 
     def session(self, rowid: int) -> dict:
-        row = self.store.reader.execute(
+        row = one(self.store.reader.execute(
             "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
-        ).fetchone()
+        ))
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 
     def status(self) -> dict:

@@ -22,7 +22,7 @@ annotations at registration, and the resolvers they name are closures.
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -177,10 +177,10 @@ class Decision:
 NOT_ASKED = Decision(None)
 
 
-def caller_session_from_env(environ: dict[str, str] | None = None) -> str | None:
-    environ = os.environ if environ is None else environ
+def caller_session_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    env: Mapping[str, str] = os.environ if environ is None else environ
     for name in CALLER_ENV_VARS:
-        value = (environ.get(name) or "").strip()
+        value = (env.get(name) or "").strip()
         if value:
             return value
     return None
@@ -207,7 +207,9 @@ def _can_elicit(ctx: Context) -> bool:
 
 def _input_required_era(ctx: Context) -> bool:
     version = ctx.protocol_version
-    return bool(version) and is_version_at_least(version, _INPUT_REQUIRED_VERSION)
+    if not version:
+        return False
+    return is_version_at_least(version, _INPUT_REQUIRED_VERSION)
 
 
 def _decision(outcome: Any) -> Decision:

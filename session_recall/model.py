@@ -3,12 +3,17 @@ internal Session/Message model that every source kind maps to."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["user", "assistant", "tool_call", "tool_result", "system"]
 ROLES: tuple[str, ...] = ("user", "assistant", "tool_call", "tool_result", "system")
+
+
+def is_role(value: str) -> TypeGuard[Role]:
+    """`value` names a Role."""
+    return value in ROLES
 
 
 class Attachment(BaseModel):
@@ -98,6 +103,7 @@ Event = SessionEvent | TitleEvent | MessageEvent
 Status = Literal["ok", "partial", "no_match", "empty_query", "empty_index", "refused", "denied",
                  "unknown_session", "unknown_anchor", "stale_cursor"]
 Engine = Literal["fts", "cjk-fallback", "session-scan", "none"]
+MaterialKind = Literal["image", "text", "pdf", "binary"]
 
 
 class Material(BaseModel):
@@ -105,7 +111,7 @@ class Material(BaseModel):
     only where the caller may open it (its own session, a readable kind)."""
 
     name: str
-    kind: Literal["image", "text", "pdf", "binary"]
+    kind: MaterialKind
     mime_type: str
     bytes: int
     resource: str | None = None

@@ -30,6 +30,7 @@ from pathlib import Path
 import apsw
 
 from . import migrations
+from .rows import one
 from .text.redact import REDACTOR_VERSION
 from .text.tokens import TOKENIZER_VERSION
 
@@ -133,9 +134,9 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Sessions, messages and sources in the index, as committed."""
-        sessions, messages, sources = self.reader.execute(
+        sessions, messages, sources = one(self.reader.execute(
             "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages), "
-            "(SELECT count(*) FROM sources)").fetchone()
+            "(SELECT count(*) FROM sources)"))
         return {"sessions": sessions, "messages": messages, "sources": sources}
 
     def is_empty(self) -> bool:
@@ -144,7 +145,7 @@ class Store:
 
     def files_pending(self) -> int:
         """Files of known sources never read to their end (new, or reset)."""
-        return self.reader.execute("SELECT count(*) FROM files WHERE size < 0 OR offset = 0").fetchone()[0]
+        return one(self.reader.execute("SELECT count(*) FROM files WHERE size < 0 OR offset = 0"))[0]
 
     def status(self) -> dict:
         """What the index holds (Index.status): counts, skips by reason,
@@ -163,15 +164,15 @@ class Store:
         # Not skipped but not read yet: a plain log whose last line had no
         # newline when it was last read (its size then is past the offset
         # consumed, which ends at a newline). It is read when the newline comes.
-        partial = c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
-                            "AND path NOT LIKE '%.zst'").fetchone()[0]
+        partial = one(c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
+                                "AND path NOT LIKE '%.zst'"))[0]
         db = self.path
         return {
             "db": str(db),
             "db_bytes": sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()),
-            "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
-            "messages": c.execute("SELECT count(*) FROM messages").fetchone()[0],
-            "streaming": c.execute("SELECT count(*) FROM messages WHERE settled = 0").fetchone()[0],
+            "sessions": one(c.execute("SELECT count(*) FROM sessions"))[0],
+            "messages": one(c.execute("SELECT count(*) FROM messages"))[0],
+            "streaming": one(c.execute("SELECT count(*) FROM messages WHERE settled = 0"))[0],
             "skipped": skipped,
             "waiting": {"partial_last_line": partial} if partial else {},
             "sources": sources,
@@ -231,7 +232,7 @@ class Store:
     def _checkpoint_truncate(self) -> bool:
         """True when the whole WAL was checkpointed and truncated to 0 bytes
         (it waits up to the busy timeout for readers on older snapshots)."""
-        busy, _log, _done = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        busy, _log, _done = one(self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         return busy == 0
 
     # --- transactions -----------------------------------------------------------

@@ -17,6 +17,7 @@ import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
+from ..rows import one
 from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
 
@@ -115,9 +116,9 @@ class Writer:
                 "ON CONFLICT(source, cwd, session_id) DO NOTHING",
                 (source, cwd, session_id, started_at),
             )
-            row = self.conn.execute(
+            row = one(self.conn.execute(
                 "SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?", key
-            ).fetchone()[0]
+            ))[0]
             self._sessions[key] = row
         return row
 
@@ -183,10 +184,10 @@ class Writer:
                               (self.conn.last_insert_rowid(), body))
             return
         self._next_seq[session] -= 1  # the seq was not used
-        rowid, old_settled, old_text, old_file = self.conn.execute(
+        rowid, old_settled, old_text, old_file = one(self.conn.execute(
             "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
             (session, ev.message_id),
-        ).fetchone()
+        ))
         if ev.settled and old_settled and old_file == file_id:
             # The same log settles this message a second time: a settled
             # message is final, so the first text stands, as it does against
@@ -213,7 +214,7 @@ class Writer:
                 self.held[key] = held
             self.counts["secrets_redacted"] += n
             if atts is None:  # a delta carries no attachments of its own; keep the earlier ones
-                prev = self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)).fetchone()[0]
+                prev = one(self.conn.execute("SELECT attachments FROM messages WHERE id = ?", (rowid,)))[0]
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
             body, nfkc, ntok = fts_body(text, names)
@@ -236,6 +237,6 @@ class Writer:
     def _seq(self, session: int) -> int:
         nxt = self._next_seq.get(session)
         if nxt is None:
-            nxt = self.conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE session = ?", (session,)).fetchone()[0]
+            nxt = one(self.conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE session = ?", (session,)))[0]
         self._next_seq[session] = nxt + 1
         return nxt

@@ -52,7 +52,9 @@ def _segments(block: bytes):
         if i == -1:
             yield (block if pos == 0 else block[pos:]), 0
             return
-        run_end = _NEWLINES.match(block, i).end()
+        run = _NEWLINES.match(block, i)
+        assert run is not None  # block[i:] starts with _EMPTY_RUN
+        run_end = run.end()
         yield block[pos:i + 1], run_end - i - 1
         pos = run_end
         if pos == len(block):
@@ -150,6 +152,7 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     start = end = offset
     n_lines = 0
     noise = 0
+    blank = 0
 
     prefix = None if F.is_zst(path) else F.Prefix()
     block = b""
@@ -188,19 +191,19 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
     # one regex search in C.
     indexed_types = parser.indexed_types.search
     max_line = limits.max_line_bytes
-    blank = 0
     memo: dict[bytes, str] = {}  # short lines skipped for a _PURE reason
     try:
-        for block in F.read_blocks(path, offset, expect=expect, prefix=prefix, limits=limits):
+        for piece in F.read_blocks(path, offset, expect=expect, prefix=prefix, limits=limits):
             block_start = end
-            if type(block) is F.Overlong:  # never held whole: counted from its length
-                end += block.length
+            if isinstance(piece, F.Overlong):  # never held whole: counted from its length
+                end += piece.length
                 n_lines += 1
                 skips["too_large"] += 1
                 if prefix is not None:
-                    prefix.skip(block)
+                    prefix.skip(piece)
                 block, block_start = b"", end
             else:
+                block = piece
                 for segment, empties in _segments(block):
                     lines = segment.split(b"\n")
                     lines.pop()  # the empty piece after the segment's last newline

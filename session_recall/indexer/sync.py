@@ -26,6 +26,7 @@ import orjson
 import zstandard
 
 from ..migrations import recreate_fts
+from ..rows import one
 from ..store import Group, Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
@@ -207,11 +208,16 @@ class Syncer:
         finally:
             self._group = None
 
+    def _open_group(self) -> Group:
+        """The group of the pass under way (only asked for inside one)."""
+        assert self._group is not None, "no pass under way"
+        return self._group
+
     def _batch_done(self, lines: int, nbytes: int) -> None:
         """Count a batch into the open group; commit the group when it is full."""
         self._pending += max(lines, nbytes // 200)
         if self._pending >= self.batch_lines or nbytes >= self.batch_bytes:
-            self._group.commit()
+            self._open_group().commit()
             self._pending = 0
 
     # --- sources ----------------------------------------------------------------
@@ -233,7 +239,7 @@ class Syncer:
         if paths:
             self.register([(p, kind) for p in paths])
             wanted = [os.path.realpath(os.path.expanduser(p)) for p in paths]
-            rows = [self.conn.execute("SELECT id, path, kind FROM sources WHERE path = ?", (p,)).fetchone() for p in wanted]
+            rows = [one(self.conn.execute("SELECT id, path, kind FROM sources WHERE path = ?", (p,))) for p in wanted]
         else:
             rows = list(self.conn.execute("SELECT id, path, kind FROM sources ORDER BY id"))
         return [tuple(r) for r in rows]
@@ -297,7 +303,7 @@ class Syncer:
         jobs: list[ReadJob] = []
         # The files' rows (a first pass adds one per log) are written in the
         # group's transaction, not one transaction each.
-        self._group.join()
+        self._open_group().join()
         for real in found_real:
             if self.stop_requested:
                 break
@@ -333,10 +339,10 @@ class Syncer:
                     problems["empty_file" if st.st_size == 0 else "unknown_kind"] += 1
                     return 0
                 with self.store.atomic():
-                    fid = self.conn.execute(
+                    fid = one(self.conn.execute(
                         "INSERT INTO files(path, source_id, kind, dev, ino) VALUES (?, ?, ?, ?, ?) RETURNING id",
                         (path, source_id, kind, st.st_dev, st.st_ino),
-                    ).fetchone()[0]
+                    ))[0]
                 row = (fid, kind, -1, -1, None, None, 0, None, None, 0)
             fid, kind, size, mtime_ns, dev, ino, offset, phash, state, missing = row
             if missing:
@@ -565,7 +571,7 @@ class Syncer:
     def _commit(self, job: ReadJob, batch: P.Batch) -> None:
         """One batch, one transaction (or savepoint of the open group): its
         messages, its skip counts, the offset and parser state after it."""
-        self._group.join()
+        self._open_group().join()
         skips = batch.skips
         try:
             self._commit_batch(job, batch, skips)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable
+from typing import cast
 
 import apsw
 
@@ -203,7 +204,8 @@ def m006_scope_statistics(conn: apsw.Connection) -> None:
         ALTER TABLE sessions ADD COLUMN n_messages INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE sessions ADD COLUMN n_tokens INTEGER NOT NULL DEFAULT 0;
     """)
-    conn.create_scalar_function("recall_varints", _varints, 1, deterministic=True)
+    # apsw's stubs type a scalar function as variadic over every SQLite value
+    conn.create_scalar_function("recall_varints", _varints, 1, deterministic=True)  # type: ignore[arg-type]
     conn.execute("""
         UPDATE messages SET ntok = coalesce(
             (SELECT recall_varints(sz) FROM message_fts_docsize WHERE id = messages.id), 0);
@@ -253,7 +255,7 @@ def m008_normalise_cwds(conn: apsw.Connection) -> None:
     # and a title.
     rows = conn.execute("SELECT id, source, cwd, session_id FROM sessions ORDER BY id").fetchall()
     for row, source, cwd, session_id in rows:
-        norm = recorded(cwd)
+        norm = recorded(cast(str, cwd))  # sessions.cwd is TEXT NOT NULL
         if norm == cwd:
             continue
         twin = conn.execute("SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?",

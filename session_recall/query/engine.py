@@ -14,11 +14,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from typing import overload
 
 import apsw
 
 from ..config import Settings
-from ..model import Envelope, Result
+from ..model import Envelope, Result, Status
+from ..rows import one
 from ..text.fold import replace_lone_surrogates
 from ..text.redact import find_secret
 from . import envelope as E
@@ -47,8 +49,10 @@ class Engine:
         self.tokenizer = QueryTokenizer(conn)
         self.retriever = Retriever(conn, settings, ranking or Ranking())
         self.ranker = Ranker(conn, settings, self.retriever.ranking)
-        conn.create_scalar_function("recall_recency", self._recency, 1, deterministic=True)
-        conn.create_scalar_function("recall_pinned", self._pinned, 1, deterministic=True)
+        # apsw's stubs type a scalar function as variadic over every SQLite
+        # value; a one-argument function with a narrower type cannot match it.
+        conn.create_scalar_function("recall_recency", self._recency, 1, deterministic=True)  # type: ignore[arg-type]
+        conn.create_scalar_function("recall_pinned", self._pinned, 1, deterministic=True)  # type: ignore[arg-type]
         rank.register(conn)
         self._now = time.time()
 
@@ -70,7 +74,7 @@ class Engine:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 
-    def _envelope(self, t0: float, query: str, question: str | None, status: str, hint: str, run: Run | None = None,
+    def _envelope(self, t0: float, query: str, question: str | None, status: Status, hint: str, run: Run | None = None,
                   **kw) -> Envelope:
         return E.envelope(self.conn, self.settings.scan_budget_sessions, t0, query, question, status, hint, run, **kw)
 
@@ -107,8 +111,9 @@ class Engine:
         7. the envelope: status, the hint for what to do next, the cursor."""
         t0 = time.perf_counter()
         self._now = time.time()
-        query, question, cwd, session_id, cursor, caller_session, caller_cwd = map(
-            _clean, (query or "", question, cwd, session_id, cursor, caller_session, caller_cwd))
+        query = _clean(query or "")
+        question, cwd, session_id, cursor, caller_session, caller_cwd = map(
+            _clean, (question, cwd, session_id, cursor, caller_session, caller_cwd))
         # 1. a credential-shaped query is refused before any corpus is touched
         refused = self.refusal(query, question, t0)
         if refused is not None:
@@ -136,6 +141,7 @@ class Engine:
             cur = E.read_cursor(cursor)
             if (stale := E.cursor_hint(cur, key, generation)) is not None:
                 return self._envelope(t0, query, question, "stale_cursor", stale, terms=term_names)
+            assert cur is not None  # cursor_hint refuses a cursor that could not be read
             offset = cur["o"]
         # 5. retrieve, rank and select
         run = Run()
@@ -151,6 +157,7 @@ class Engine:
             more = True
         # 7. the envelope
         next_cursor = E.make_cursor(key, offset + len(results), generation) if more and results else None
+        status: Status
         if results:
             status, hint = "partial" if partial else "ok", E.ok_hint(results, partial, terms, next_cursor)
         else:
@@ -158,7 +165,7 @@ class Engine:
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
                               redacted=rend.redacted, terms=term_names)
 
-    def _unanswerable(self, scope: Scope, session_id: str | None) -> tuple[str, str] | None:
+    def _unanswerable(self, scope: Scope, session_id: str | None) -> tuple[Status, str] | None:
         """The status and hint of a recall that has nothing to search: an
         empty index, or a session_id that no session in scope has."""
         if self.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None:
@@ -229,8 +236,8 @@ class Engine:
         (no session lies in scope; a gap says so), or the pages ran out."""
         hint = E.no_match_hint(scope, terms, kw_terms, all_projects)
         scope_sql, params = self.retriever.scope_sql(scope)
-        if not offset and not self.conn.execute(
-                f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params).fetchone()[0]:
+        if not offset and not one(self.conn.execute(
+                f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params))[0]:
             # Nothing was searched: not the same answer as "searched, found nothing".
             run.gaps["scope"] = E.scope_gap(scope)
             hint = E.nothing_indexed_hint(scope)
@@ -247,7 +254,8 @@ class Engine:
         """One passage (by its anchor_id) widened to its whole turn, under
         the same gates as recall."""
         t0 = time.perf_counter()
-        anchor, cwd, caller_session, caller_cwd = map(_clean, (anchor, cwd, caller_session, caller_cwd))
+        anchor = _clean(anchor)
+        cwd, caller_session, caller_cwd = map(_clean, (cwd, caller_session, caller_cwd))
         parsed = P.parse_anchor(anchor)
         if parsed is None:
             return self._envelope(t0, anchor, None, "unknown_anchor", E.not_an_anchor_hint())
@@ -273,6 +281,10 @@ class Engine:
                               results=[result], redacted=rend.redacted)
 
 
+@overload
+def _clean(value: str) -> str: ...
+@overload
+def _clean(value: str | None) -> str | None: ...
 def _clean(value: str | None) -> str | None:
     """A caller's string as the index reads text: lone surrogates (which no
     envelope could encode) become U+FFFD, as they did in the logs."""

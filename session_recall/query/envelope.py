@@ -14,11 +14,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import time
+from typing import Any
 
 import apsw
 import orjson
 
-from ..model import Diagnostics, Envelope, Result
+from ..model import Diagnostics, Envelope, Result, Status
+from ..rows import one
 from .gates import Scope
 from .parse import Term
 from .retrieve import Run
@@ -61,14 +63,14 @@ def cursor_hint(cur: dict | None, key: str, generation: int) -> str | None:
 # --- the envelope -----------------------------------------------------------------------
 
 
-def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, question: str | None, status: str,
+def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, question: str | None, status: Status,
              hint: str, run: Run | None = None, **kw) -> Envelope:
     """The envelope of an answer, its diagnostics read from `run` and the
     index's freshness from `conn`."""
     run = run or Run()
-    freshness = dict(conn.execute(
-        "SELECT 'last_indexed_at', max(last_indexed_at) FROM sources").fetchall())
-    freshness["sources"] = conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+    freshness: dict[str, Any] = {
+        "last_indexed_at": one(conn.execute("SELECT max(last_indexed_at) FROM sources"))[0]}
+    freshness["sources"] = one(conn.execute("SELECT count(*) FROM sources"))[0]
     diag = Diagnostics(engine=run.engine, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
                        sessions_scanned=run.sessions_scanned,
                        scan_budget=scan_budget if run.engine != "fts" and run.engine != "none" else 0,

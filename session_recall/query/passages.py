@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 import apsw
 import orjson
 
-from ..model import Material, Passage, PassageMessage, Result
+from ..model import Material, MaterialKind, Passage, PassageMessage, Result
+from ..rows import one
 from ..text.fold import match_text
 from ..text.redact import render
 from .match import message_matches, occurs
@@ -56,11 +57,11 @@ def parse_anchor(anchor: str) -> tuple[str, str, str, str] | None:
     except (ValueError, orjson.JSONDecodeError):
         return None
     if isinstance(value, list) and len(value) == 4 and all(isinstance(v, str) for v in value):
-        return tuple(value)  # type: ignore[return-value]
+        return (value[0], value[1], value[2], value[3])
     return None
 
 
-def material_kind(mime: str) -> str:
+def material_kind(mime: str) -> MaterialKind:
     mime = mime.lower()
     if mime.startswith("image/"):
         return "image"
@@ -128,6 +129,12 @@ class Renderer:
     mode: str
     redacted: int = 0
 
+    @overload
+    def __call__(self, text: str) -> str: ...
+    @overload
+    def __call__(self, text: None) -> None: ...
+    @overload
+    def __call__(self, text: str | None) -> str | None: ...
     def __call__(self, text: str | None) -> str | None:
         if text is None:
             return None
@@ -156,7 +163,7 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
     `cut_terms` (default: `terms`; a question's keywords in question mode)."""
     cut_terms = terms if cut_terms is None else cut_terms
     source, cwd, session_id = session_key
-    turn_id, anchor_seq = conn.execute("SELECT turn_id, seq FROM messages WHERE id = ?", (anchor_row,)).fetchone()
+    turn_id, anchor_seq = one(conn.execute("SELECT turn_id, seq FROM messages WHERE id = ?", (anchor_row,)))
     window = MORE_WINDOW if wide else WINDOW
     rows = list(conn.execute(
         "SELECT id, message_id, role, ts, text, attachments, seq FROM messages "
@@ -228,8 +235,8 @@ def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keyword
     results: list[Result] = []
     used = 0
     for hit in page:
-        s = conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
-                         (hit.session,)).fetchone()
+        s = one(conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
+                             (hit.session,)))
         passage = build(conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
                         terms=terms, rend=rend, caller_session=own_session(caller_session, s[1], scope),
                         cut_terms=keywords)

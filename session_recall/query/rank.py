@@ -20,11 +20,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import apsw
 import orjson
 
+from ..rows import one
 from ..text.fold import match_text
 from .gates import session_path
 from .match import occurs
@@ -140,7 +141,8 @@ def recall_bm25(api: apsw.FTS5ExtensionApi, avgdl: float, *idfs: float) -> float
 
 
 def register(conn: apsw.Connection) -> None:
-    conn.register_fts5_function("recall_bm25", recall_bm25)
+    # apsw's stubs type an FTS5 function as variadic over every SQLite value
+    conn.register_fts5_function("recall_bm25", recall_bm25)  # type: ignore[arg-type]
 
 
 def bm25_sql(avgdl: float, idfs: list[float]) -> str:
@@ -159,19 +161,19 @@ def bm25_sql(avgdl: float, idfs: list[float]) -> str:
 def size(conn: apsw.Connection, universe: tuple[str, list]) -> tuple[int, int]:
     """Messages and index tokens in the universe (migration m006 keeps
     them per session)."""
-    rows, tokens = conn.execute(
+    rows, tokens = one(conn.execute(
         f"SELECT coalesce(sum(n_messages), 0), coalesce(sum(n_tokens), 0) FROM sessions s WHERE 1 = 1{universe[0]}",
-        universe[1]).fetchone()
+        universe[1]))
     return rows, tokens
 
 
 def holding(conn: apsw.Connection, expr: str, universe: tuple[str, list], limit: int = -1) -> int:
     """Messages in the universe that FTS5 gives as candidates of `expr`
     (at most `limit`)."""
-    return conn.execute(
+    return one(conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM message_fts JOIN messages m INDEXED BY messages_rank "
         "ON m.id = message_fts.rowid JOIN sessions s ON s.id = m.session "
-        f"WHERE message_fts MATCH ?{universe[0]} LIMIT ?)", [expr, *universe[1], limit]).fetchone()[0]
+        f"WHERE message_fts MATCH ?{universe[0]} LIMIT ?)", [expr, *universe[1], limit]))[0]
 
 
 def confined_bm25(conn: apsw.Connection, phrases: list[str], universe: tuple[str, list] | None) -> str | None:
@@ -272,7 +274,7 @@ class Ranker:
         for i, hit in enumerate(hits):
             if i >= self.ranking.candidate_budget:
                 break
-            text = self.conn.execute("SELECT text FROM messages WHERE id = ?", (hit.rowid,)).fetchone()[0]
+            text = one(self.conn.execute("SELECT text FROM messages WHERE id = ?", (hit.rowid,)))[0]
             mt = match_text(text)
             extra: dict[int, str] = {}
             for k in kw_terms:
@@ -288,8 +290,8 @@ class Ranker:
         of a confined caller): ln(1 + (N - n + 0.5) / (n + 0.5)), n the
         messages holding any of its variants, N the messages (over the whole
         index, approximated by the highest message row id)."""
-        n_all = size(self.conn, universe)[0] if universe is not None else self.conn.execute(
-            "SELECT coalesce(max(id), 0) FROM messages").fetchone()[0]
+        n_all = size(self.conn, universe)[0] if universe is not None else one(self.conn.execute(
+            "SELECT coalesce(max(id), 0) FROM messages"))[0]
         phrases: dict[int, list[str]] = {}
         for t in kw_terms:
             if t.tokens.tokens:
@@ -301,8 +303,8 @@ class Ranker:
             elif universe is not None:
                 n = holding(self.conn, " OR ".join(phrases[g]), universe)
             else:
-                n = self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
-                                      (" OR ".join(phrases[g]),)).fetchone()[0]
+                n = one(self.conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?",
+                                          (" OR ".join(phrases[g]),)))[0]
             out[g] = math.log(1 + (n_all - n + 0.5) / (n + 0.5))
         return out
 
@@ -335,7 +337,7 @@ class Ranker:
         total = sum(idf.values()) or 1.0
         rows = self.conn.execute("SELECT id, cwd, title FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
                                  (orjson.dumps(sorted({h.session for h in pool})).decode(),)).fetchall()
-        pins = {sid for sid, cwd, _ in rows if self.settings.pinned_cwds and pinned(self.settings, cwd)}
+        pins = {sid for sid, cwd, _ in rows if self.settings.pinned_cwds and pinned(self.settings, cast(str, cwd))}
         title_cov = self._title_cover(rows, kw_terms, kw_group, idf, total, run)
         cover: dict[int, float] = {}
         for h in pool:

@@ -23,6 +23,8 @@ import apsw
 import orjson
 
 from ..config import Settings
+from ..model import Engine
+from ..rows import one
 from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
 from . import rank
 from .gates import Scope, session_path
@@ -46,7 +48,7 @@ class Hit:
 class Run:
     """The state of one recall, for diagnostics and gaps."""
 
-    engine: str = "none"
+    engine: Engine = "none"
     candidates: int = 0
     sessions_scanned: int = 0
     reranked: list[str] = field(default_factory=list)
@@ -244,7 +246,7 @@ class Retriever:
         ranked = not keys and not self.settings.recency_half_life_days and bm25 is None
         share = 1.0  # of the sessions, in scope
         if ranked and scope_sql:
-            (total,), (scoped,) = (self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a).fetchone()
+            (total,), (scoped,) = (one(self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a))
                                    for w, a in (("", []), (scope_sql, params)))
             if not scoped:
                 return
@@ -337,8 +339,8 @@ class Retriever:
         for rowid, session, turn, ts, text, atts, nfkc, score in rows:
             run.candidates += 1
             if text is None:
-                text, atts, nfkc = self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
-                                                     (rowid,)).fetchone()
+                text, atts, nfkc = one(self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
+                                                         (rowid,)))
             fields = [match_text(text, collapse, nfkc)]
             if atts:
                 fields += [match_text(a["name"], collapse) for a in orjson.loads(atts)]

@@ -494,7 +494,7 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
             last[2] = min(last[2], i)
         else:
             merged.append([s, e, i])
-    return [tuple(m) for m in merged]
+    return [(m[0], m[1], m[2]) for m in merged]
 
 
 def _anchored(pattern: re.Pattern[str], text: str, hits: list[int]):

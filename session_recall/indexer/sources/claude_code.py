@@ -24,7 +24,7 @@ import hashlib
 import re
 from pathlib import PurePath
 
-from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
+from ...model import Attachment, MessageEvent, Role, SessionEvent, TitleEvent, is_role
 from ..project import project
 from . import media
 from .base import Parser, Skip
@@ -136,7 +136,7 @@ class ClaudeCodeParser(Parser):
         if not isinstance(sid, str) or not sid:
             sid = self.state.get("main")  # a summary titles the session of this file
         cwd = self.state.get("sessions", {}).get(sid) if sid else None
-        if cwd is None:
+        if cwd is None or not sid:  # (without a sid, cwd is None already)
             # Titles often come first (a summary heads the file): kept until
             # the session opens.
             pending = self.state.setdefault("pending", {})
@@ -213,8 +213,12 @@ class ClaudeCodeParser(Parser):
         if not parts:
             raise Skip("thinking" if thinking else "empty")
 
-        visible = [(i, role, project(role, text, tool_name), atts) for i, role, text, tool_name, atts in parts]
-        visible = [v for v in visible if v[2] is not None and (v[2] or v[3])]
+        visible: list[tuple[int, Role, str, list[Attachment]]] = []
+        for i, role, text, tool_name, atts in parts:
+            shown = project(role, text, tool_name)
+            # project() indexes no role but a Role
+            if shown is not None and (shown or atts) and is_role(role):
+                visible.append((i, role, shown, atts))
         if not visible:
             raise Skip("empty")
 

@@ -34,7 +34,7 @@ from pathlib import PurePath
 
 import orjson
 
-from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
+from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent, is_role
 from ..project import project, visible_text
 from . import media
 from .base import Parser, Skip
@@ -107,7 +107,8 @@ class CodexParser(Parser):
             raise Skip("noise")
         if not isinstance(payload, dict):
             raise Skip("invalid_fields")
-        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else ""
+        stamp = obj.get("timestamp")
+        ts: str = stamp if isinstance(stamp, str) else ""
         if kind == "session_meta":
             return self._meta(payload, ts)
         if kind == "turn_context":
@@ -201,7 +202,7 @@ class CodexParser(Parser):
     def _message(self, message_id: str, turn: str, role: str, ts: str, text: str,
                  atts: list[Attachment] | None = None, tool_name: str | None = None) -> list:
         visible = project(role, text, tool_name)
-        if visible is None:
+        if visible is None or not is_role(role):  # project() indexes no role but a Role
             raise Skip(f"role_{role}")
         if not visible and not atts:
             raise Skip("empty")
