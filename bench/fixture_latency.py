@@ -1,4 +1,4 @@
-"""Warm recall latency on the shipped fixtures: `python bench/fixture_latency.py`.
+"""Warm recall latency on the shipped fixtures: `python -m bench.fixture_latency`.
 
 Indexes fixtures/ into a temporary database, then times Index.recall over a
 small query mix (Chinese, English, phrases, symbols, a scan-only term) many
