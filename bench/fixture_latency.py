@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import ROOT
 from session_recall import Index
 from session_recall.config import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["字体", "显示", "font", '"source serif"', "100%", "C++", "简历 模板", "deploy preview", "->"]
 
 
