@@ -73,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     queries = [(q["query"], q["question"]) for q in res["queries"]] + [(t, None) for t in args.extra]
     # Each engine on its own connection: an engine registers its SQL functions on it.
     with Index.open(str(db)) as ix, Index.open(str(db)) as other:
-        engines = {"base": base.Engine(other.store.conn, other.settings), "now": ix.engine}
+        engines = {"base": base.Engine(other.store.reader, other.settings), "now": ix.engine}
         kw: dict = {"all_projects": True}
         if args.scope == "busiest":
-            kw = {"cwd": ix.store.conn.execute(
+            kw = {"cwd": ix.store.reader.execute(
                 "SELECT cwd FROM sessions GROUP BY cwd ORDER BY count(*) DESC LIMIT 1").fetchone()[0]}
         rows = []
         for query, question in queries:

@@ -45,7 +45,7 @@ def profile(db: Path, queries: list[dict], reps: int, ranking: Ranking) -> list[
     out = []
     with Index.open(str(db)) as ix:
         ix.engine.ranking = ranking
-        engine, conn = ix.engine, ix.store.conn
+        engine, conn = ix.engine, ix.store.reader  # the connection the engine reads on
         for q in queries:
             if q["query"]:
                 terms, any_term, first = engine.tokenizer.parse(q["query"]), False, ranking.fts_first_page

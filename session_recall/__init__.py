@@ -7,15 +7,15 @@
 
 from __future__ import annotations
 
-__all__ = ["Index"]
+__all__ = ["KINDS", "Index", "WriterBusy"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
     # Imported on first use: a parsing worker process imports the indexer's
     # pure modules, not the store, the query engine and the settings.
-    if name == "Index":
-        from .index import Index
+    if name in __all__:
+        from . import index
 
-        return Index
+        return getattr(index, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

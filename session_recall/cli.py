@@ -10,10 +10,8 @@ import apsw
 import click
 import orjson
 
+from . import KINDS, Index, WriterBusy
 from .config import ConfigError
-from .index import Index
-from .indexer.sync import KINDS
-from .store import WriterBusy
 
 
 def _dump(value) -> None:
@@ -118,8 +116,6 @@ def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as
 @click.pass_context
 def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
     """Reconcile PATHS, then keep the index current as the logs change."""
-    from .indexer.watch import Watcher
-
     with _open(ctx) as ix:
         if not paths:
             try:
@@ -131,14 +127,14 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
             if report.bytes_read or report.files_missing or report.files_renamed:
                 _print_report(report, prefix="synced ")
 
-        watcher = Watcher(ix.store, list(paths) or None, kind, on_sync=on_sync, limits=ix.limits)
+        watcher = ix.watcher(list(paths) or None, kind, on_sync=on_sync)
 
         def stop(signum, frame) -> None:
             watcher.stop()
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        click.echo(f"watching {', '.join(paths) or 'known sources'} into {ix.store.path} (Ctrl-C stops)", err=True)
+        click.echo(f"watching {', '.join(paths) or 'known sources'} into {ix.path} (Ctrl-C stops)", err=True)
         try:
             watcher.run()
         except WriterBusy as e:

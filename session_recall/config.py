@@ -133,3 +133,19 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
             else:
                 lines.append(f"{key}: {err['msg']}; got {err.get('input')!r}")
         raise ConfigError("bad configuration in " + str(path or config_path()) + ":\n  " + "\n  ".join(lines)) from None
+
+
+def configured_sources(settings: Settings) -> list[tuple[str, str]]:
+    """Sources from the settings, as (path, kind)."""
+    return [(os.path.expanduser(s.path), s.kind) for s in settings.sources]
+
+
+def default_sources(settings: Settings) -> tuple[str, list[tuple[str, str]]]:
+    """What `index` and `watch` read when given no path: the configured
+    sources, else the harnesses' own folders that exist on this machine.
+    Returns where they came from ("config", "defaults") and (path, kind)."""
+    if settings.sources:
+        return "config", configured_sources(settings)
+    from .indexer.sources import default_folders  # (the registry of source kinds)
+
+    return "defaults", [(path, kind) for path, kind in default_folders() if os.path.isdir(path)]

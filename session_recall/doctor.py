@@ -21,7 +21,8 @@ from pathlib import Path
 
 import apsw
 
-from .config import Settings
+from .config import Settings, default_sources
+from .indexer.files import Limits
 from .indexer.sync import Syncer
 from .store import Store, check_database, writer_lock
 
@@ -105,20 +106,17 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
             if old_key:  # hash-mode output stays the same for the same secret
                 with store.atomic():
                     store.set_meta("redaction_key", old_key)
-            from .index import Index
-
-            ix = Index(store, settings)
             if old_sources:
                 sources, origin = old_sources, "database"
             else:
-                origin, sources = ix.default_sources()
+                origin, sources = default_sources(settings)
             report["sources"] = [{"path": p, "kind": k} for p, k in sources]
             report["sources_from"] = origin
             if sources:
                 Syncer(store).register(sources)
-                Syncer(store, limits=ix.limits).run(None)
-            counts = store.conn.execute("SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)")
-            report["sessions"], report["messages"] = counts.fetchone()
+                Syncer(store, limits=Limits.of(settings)).run(None)
+            counts = store.counts()
+            report["sessions"], report["messages"] = counts["sessions"], counts["messages"]
         finally:
             store.close()
         after = check_database(path)

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
-from .config import Settings, default_db, load_settings
+from .config import Settings, configured_sources, default_db, default_sources, load_settings
+from .doctor import doctor
 from .indexer.files import Limits
-from .indexer.sources import default_folders
-from .indexer.sync import Progress, Syncer, SyncReport
+from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import Engine
-from .query.gates import Confirm, Scope
+from .query.gates import Confirm, Scope, project_roots, why_wide
+from .query.passages import parse_anchor
 from .query.retrieve import Run
 from .store import Store, WriterBusy
+from .text.redact import find_secret
+
+if TYPE_CHECKING:
+    from .indexer.watch import Watcher
+
+__all__ = ["KINDS", "Index", "Match", "WriterBusy"]
 
 
 @dataclass
@@ -33,10 +42,15 @@ class Match:
 
 
 class Index:
+    # The kinds of log a source may be (`auto` detects each file's kind).
+    KINDS = KINDS
+
     def __init__(self, store: Store, settings: Settings):
         self.store = store
         self.settings = settings
-        self.engine = Engine(store.conn, settings)
+        # Queries read through the store's read connection; the engine
+        # registers its SQL functions there, once.
+        self.engine = Engine(store.reader, settings)
         self._syncer: Syncer | None = None
 
     @classmethod
@@ -53,8 +67,6 @@ class Index:
         connection of its own, without opening it as an index); with
         `repair`, move a damaged one aside and rebuild it from its sources.
         The report is described in session_recall.doctor."""
-        from .doctor import doctor
-
         return doctor(path or default_db(), settings or load_settings(config), repair=repair)
 
     def __enter__(self) -> Index:
@@ -66,27 +78,25 @@ class Index:
     def close(self) -> None:
         self.store.close()
 
+    @property
+    def path(self) -> Path:
+        """The index database."""
+        return self.store.path
+
     # --- indexing ---------------------------------------------------------------
 
     @property
     def limits(self) -> Limits:
         """What one log may cost to read, from the settings."""
-        st = self.settings
-        return Limits(max_line_bytes=st.max_line_bytes, zst_max_bytes=st.zst_max_bytes,
-                      zst_max_ratio=st.zst_max_ratio, zst_ratio_after=st.zst_ratio_after,
-                      zst_max_line_ratio=st.zst_max_line_ratio, zst_lines_after=st.zst_lines_after)
+        return Limits.of(self.settings)
 
     def configured_sources(self) -> list[tuple[str, str]]:
         """Sources from the settings, as (path, kind)."""
-        return [(os.path.expanduser(s.path), s.kind) for s in self.settings.sources]
+        return configured_sources(self.settings)
 
     def default_sources(self) -> tuple[str, list[tuple[str, str]]]:
-        """What `index` and `watch` read when given no path: the configured
-        sources, else the harnesses' own folders that exist on this machine.
-        Returns where they came from ("config", "defaults") and (path, kind)."""
-        if self.settings.sources:
-            return "config", self.configured_sources()
-        return "defaults", [(path, kind) for path, kind in default_folders() if os.path.isdir(path)]
+        """What `index` and `watch` read when given no path (config.default_sources)."""
+        return default_sources(self.settings)
 
     def register_default_sources(self) -> tuple[str, list[tuple[str, str]]]:
         """Register default_sources() so that a sync or watch of known sources includes them."""
@@ -111,6 +121,14 @@ class Index:
         finally:
             self._syncer = None
 
+    def watcher(self, paths: list[str] | None, kind: str = "auto", *,
+                on_sync: Callable[[SyncReport], None] | None = None) -> Watcher:
+        """A watcher of `paths` (else of every known source) that keeps this
+        index current: `run()` reconciles, then mirrors changes until `stop()`."""
+        from .indexer.watch import Watcher  # watchdog only for those who watch
+
+        return Watcher(self.store, paths, kind, on_sync=on_sync, limits=self.limits)
+
     def stop(self) -> None:
         """Ask a running sync to stop after its current batch."""
         if self._syncer is not None:
@@ -119,9 +137,9 @@ class Index:
     def _first_use(self) -> dict[str, str]:
         """An empty index with known sources is built before answering, within
         the first-use budget; the gaps say how far it got."""
-        if self.store.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is not None:
+        if not self.store.is_empty():
             return {}
-        known = self.store.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        known = self.store.counts()["sources"]
         configured = self.configured_sources()
         if not known and not configured:
             return {}
@@ -139,14 +157,30 @@ class Index:
                                  "run `recall index` to see why"}
         finally:
             timer.cancel()
-        pending = self.store.conn.execute(
-            "SELECT count(*) FROM files WHERE size < 0 OR offset = 0").fetchone()[0]
+        pending = self.store.files_pending()
         if pending:
             return {"first_use": f"the index was empty; it was built for {self.settings.first_use_budget_s:g}s "
                                  f"before answering and {pending} files are not indexed yet (run `recall index`)"}
         return {}
 
     # --- asking -----------------------------------------------------------------
+
+    @staticmethod
+    def secret_in(text: str) -> str | None:
+        """The kind of secret `text` holds, if any: such a query is refused."""
+        return find_secret(text)
+
+    @staticmethod
+    def is_anchor(anchor: str) -> bool:
+        """Whether `anchor` is shaped like a passage's anchor_id."""
+        return bool(parse_anchor(anchor))
+
+    @staticmethod
+    def wide_scope(cwd: str, caller_cwd: str) -> str | None:
+        """Why a search of `cwd` reaches beyond the project of `caller_cwd`
+        (`/`, the home folder, a folder above it), which makes it an
+        all-projects search for the policy; None when it does not."""
+        return why_wide(project_roots(cwd), project_roots(caller_cwd))
 
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
@@ -180,7 +214,7 @@ class Index:
         out: list[tuple[Match, dict]] = []
         if not terms:
             return out
-        c = self.store.conn
+        c = self.store.reader
         for hit in self.engine.retriever.hits(terms, Scope("all", "/"), Run(),
                                               first=self.engine.ranking.fts_first_page):
             role, mid, ts, text, atts = c.execute(
@@ -191,41 +225,12 @@ class Index:
         return out
 
     def session(self, rowid: int) -> dict:
-        row = self.store.conn.execute(
+        row = self.store.reader.execute(
             "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
         ).fetchone()
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 
     def status(self) -> dict:
-        c = self.store.conn
-        skipped = dict(c.execute(
-            "SELECT reason, sum(count) FROM (SELECT reason, count FROM file_skips "
-            "UNION ALL SELECT reason, count FROM source_problems) GROUP BY reason ORDER BY reason"))
-        sources = [
-            {"path": p, "kind": k, "files": n, "missing_files": miss, "last_indexed_at": at}
-            for p, k, n, miss, at in c.execute(
-                "SELECT s.path, s.kind, count(f.id), coalesce(sum(f.missing), 0), s.last_indexed_at "
-                "FROM sources s LEFT JOIN files f ON f.source_id = s.id GROUP BY s.id ORDER BY s.id"
-            )
-        ]
-        # Not skipped but not read yet: a plain log whose last line had no
-        # newline when it was last read (its size then is past the offset
-        # consumed, which ends at a newline). It is read when the newline comes.
-        partial = c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
-                            "AND path NOT LIKE '%.zst'").fetchone()[0]
-        db = Path(self.store.path)
-        return {
-            "db": str(db),
-            "db_bytes": sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()),
-            "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
-            "messages": c.execute("SELECT count(*) FROM messages").fetchone()[0],
-            "streaming": c.execute("SELECT count(*) FROM messages WHERE settled = 0").fetchone()[0],
-            "skipped": skipped,
-            "waiting": {"partial_last_line": partial} if partial else {},
-            "sources": sources,
-            **self.store.versions(),
-            "stale": self.store.stale_versions(),
-            # Deleted messages whose bytes the next sync pass still has to wipe
-            # (Store.wipe); nonzero only after a pass that could not finish it.
-            "wipe_pending": self.store.wipe_owed()[0],
-        }
+        """What the index holds: sessions, messages, skipped lines by reason,
+        sources, versions, and what is owed (Store.status)."""
+        return self.store.status()

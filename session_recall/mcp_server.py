@@ -5,7 +5,8 @@
   output schema is the envelope's JSON Schema, and the text content carries the
   same envelope as compact JSON for clients that read only text.
 - Index work is blocking (apsw), so it runs in a worker thread; one lock keeps
-  the single connection used by one thread at a time.
+  the index (its read connection, and its write path on first use) used by
+  one thread at a time.
 - The `confirm` policy for `all_projects` asks the user through MCP
   elicitation and fails closed: no elicitation capability, decline, cancel,
   an error, or no answer within the timeout all mean no (docs/recall.md).
@@ -40,12 +41,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types.version import is_version_at_least
 from pydantic import BaseModel, Field
 
-from . import __version__
-from .index import Index
+from . import Index, __version__
 from .model import Envelope
-from .query.gates import project_roots, why_wide
-from .query.passages import parse_anchor
-from .text.redact import find_secret
 
 CALLER_META_KEY = "session-recall/caller_session"
 CALLER_ENV_VARS = ("RECALL_CALLER_SESSION", "CLAUDE_CODE_SESSION_ID")
@@ -265,7 +262,7 @@ class RecallServer:
         if self.index.settings.all_projects != "confirm" or what is None:
             return NOT_ASKED
         # A cwd at `/`, `$HOME` or above this project is an all-projects search too (gates).
-        wide = None if all_projects else why_wide(project_roots(cwd or self.cwd), project_roots(self.cwd))
+        wide = None if all_projects else Index.wide_scope(cwd or self.cwd, self.cwd)
         if not all_projects and wide is None:
             return NOT_ASKED
         if not _can_elicit(ctx):
@@ -338,7 +335,7 @@ def build_server(index: Index, *, cwd: str | None = None, caller_session: str | 
     async def recall_consent(query: str, question: str | None, all_projects: bool, cwd: str | None,
                              ctx: Context) -> Decision | Elicit[AllProjectsConsent]:
         texts = [query or "", question or ""]
-        if any(find_secret(t) for t in texts) or not any(t.strip() for t in texts):
+        if any(Index.secret_in(t) for t in texts) or not any(t.strip() for t in texts):
             what = None  # refused or empty: nothing would be searched
         else:
             what = "The agent searches for: " + _shown(" / ".join(t for t in texts if t.strip()))
@@ -346,7 +343,7 @@ def build_server(index: Index, *, cwd: str | None = None, caller_session: str | 
 
     async def more_consent(anchor: str, all_projects: bool, cwd: str | None,
                            ctx: Context) -> Decision | Elicit[AllProjectsConsent]:
-        what = "The agent wants to read one passage in full." if parse_anchor(anchor) else None
+        what = "The agent wants to read one passage in full." if Index.is_anchor(anchor) else None
         return await rs.ask_all_projects(ctx, all_projects, _blank_to_none(cwd), what)
 
     @server.tool(name="recall", title="Recall past sessions", description=RECALL_DESCRIPTION,

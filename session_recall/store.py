@@ -1,5 +1,13 @@
-"""The one object that owns the database: connection, pragmas, transactions,
-migrations on open, recorded versions, and the single-writer lock.
+"""The one object that owns the database: its connections, pragmas,
+transactions, migrations on open, recorded versions, meta, and the
+single-writer lock.
+
+Two roles, two connections (datasette's one write connection and read
+connections). `conn` is the write path: migrations, `atomic()` transactions,
+`group()` (many small writes in one transaction), the writer lock, the wipe.
+`reader` is a read-only connection for queries and counts; the query engine
+registers its SQL functions on it once. The indexer and the query receive the
+Store; neither opens a connection of its own.
 
 Readers and the writer may live in different processes. WAL lets readers go on
 reading the last committed state while the writer commits, so a reader never
@@ -56,8 +64,22 @@ class Store:
         migrations.apply(self.conn)
         self._lock_fd: int | None = None
         self._depth = 0  # open transaction (1) and savepoints within it
-        self.stream_tails: dict = {}  # see indexer.ingest.Writer.held
+        self._reader: apsw.Connection | None = None
         self._ensure_meta()
+
+    @property
+    def reader(self) -> apsw.Connection:
+        """The read connection (read-only), opened on first use: queries and
+        counts. It never takes the write lock, so it never waits on the
+        writer's transaction (WAL); it sees what was committed when each of its
+        statements (or read transactions) began."""
+        if self._reader is None:
+            # After migrations (done on `conn`): the schema is there to read.
+            reader = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
+            reader.set_busy_timeout(BUSY_TIMEOUT_MS)
+            reader.execute("PRAGMA cache_size=-65536")
+            self._reader = reader
+        return self._reader
 
     # --- meta -----------------------------------------------------------------
 
@@ -82,6 +104,19 @@ class Store:
             (key, value),
         )
 
+    def generation(self) -> int:
+        """How many batches were committed: a recall cursor made at another
+        generation may no longer page the same ranking."""
+        row = self.reader.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def bump_generation(self) -> None:
+        """Inside the transaction of a batch that writes events."""
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
     def versions(self) -> dict[str, int]:
         return {
             "schema_version": migrations.schema_version(self.conn),
@@ -93,6 +128,59 @@ class Store:
         """True when the index was built by another tokenizer or redactor."""
         v = self.versions()
         return v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+
+    # --- counts -----------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Sessions, messages and sources in the index, as committed."""
+        sessions, messages, sources = self.reader.execute(
+            "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages), "
+            "(SELECT count(*) FROM sources)").fetchone()
+        return {"sessions": sessions, "messages": messages, "sources": sources}
+
+    def is_empty(self) -> bool:
+        """No message indexed (yet)."""
+        return self.reader.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+
+    def files_pending(self) -> int:
+        """Files of known sources never read to their end (new, or reset)."""
+        return self.reader.execute("SELECT count(*) FROM files WHERE size < 0 OR offset = 0").fetchone()[0]
+
+    def status(self) -> dict:
+        """What the index holds (Index.status): counts, skips by reason,
+        sources, versions, and what is owed."""
+        c = self.reader
+        skipped = dict(c.execute(
+            "SELECT reason, sum(count) FROM (SELECT reason, count FROM file_skips "
+            "UNION ALL SELECT reason, count FROM source_problems) GROUP BY reason ORDER BY reason"))
+        sources = [
+            {"path": p, "kind": k, "files": n, "missing_files": miss, "last_indexed_at": at}
+            for p, k, n, miss, at in c.execute(
+                "SELECT s.path, s.kind, count(f.id), coalesce(sum(f.missing), 0), s.last_indexed_at "
+                "FROM sources s LEFT JOIN files f ON f.source_id = s.id GROUP BY s.id ORDER BY s.id"
+            )
+        ]
+        # Not skipped but not read yet: a plain log whose last line had no
+        # newline when it was last read (its size then is past the offset
+        # consumed, which ends at a newline). It is read when the newline comes.
+        partial = c.execute("SELECT count(*) FROM files WHERE missing = 0 AND size > offset "
+                            "AND path NOT LIKE '%.zst'").fetchone()[0]
+        db = self.path
+        return {
+            "db": str(db),
+            "db_bytes": sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists()),
+            "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
+            "messages": c.execute("SELECT count(*) FROM messages").fetchone()[0],
+            "streaming": c.execute("SELECT count(*) FROM messages WHERE settled = 0").fetchone()[0],
+            "skipped": skipped,
+            "waiting": {"partial_last_line": partial} if partial else {},
+            "sources": sources,
+            **self.versions(),
+            "stale": self.stale_versions(),
+            # Deleted messages whose bytes the next sync pass still has to wipe
+            # (Store.wipe); nonzero only after a pass that could not finish it.
+            "wipe_pending": self.wipe_owed()[0],
+        }
 
     # --- deleted means gone -------------------------------------------------------
 
@@ -151,7 +239,7 @@ class Store:
     @contextlib.contextmanager
     def atomic(self) -> Iterator[apsw.Connection]:
         """One write transaction, taken immediately so it never deadlocks on
-        upgrade. Inside an open group (begin_group) it is a savepoint: all or
+        upgrade. Inside an open group (Store.group) it is a savepoint: all or
         nothing of it, committed with the group."""
         if self._depth:
             name = f"sp{self._depth}"
@@ -189,18 +277,21 @@ class Store:
                 self.conn.execute("ROLLBACK")
             raise
 
-    def begin_group(self) -> None:
-        """Open a transaction that several atomic() blocks join, so that many
-        small files commit together: every commit costs a WAL write and a new
-        FTS5 segment (and, sooner or later, its merge)."""
-        if not self._depth:
-            self.conn.execute("BEGIN IMMEDIATE")
-            self._depth = 1
-
-    def end_group(self, *, commit: bool = True) -> None:
-        if self._depth == 1:
-            self._depth = 0
-            self._finish_transaction("COMMIT" if commit else "ROLLBACK")
+    @contextlib.contextmanager
+    def group(self) -> Iterator[Group]:
+        """A transaction that several atomic() blocks join, so that many small
+        files commit together: every commit costs a WAL write and a new FTS5
+        segment (and, sooner or later, its merge). The group's transaction is
+        opened where writes start (`Group.join`) and committed when it is full
+        (`Group.commit`, which the next join opens again); what is open at the
+        end is committed, and on an error rolled back."""
+        g = Group(self)
+        try:
+            yield g
+        except BaseException:
+            g.commit(commit=False)
+            raise
+        g.commit()
 
     # --- the writer lock --------------------------------------------------------
 
@@ -226,7 +317,32 @@ class Store:
         return check_database(self.path)
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         self.conn.close()
+
+
+class Group:
+    """The open transaction of Store.group()."""
+
+    def __init__(self, store: Store):
+        self._store = store
+
+    def join(self) -> None:
+        """Open the group's transaction unless one is open: the atomic() blocks
+        that follow are savepoints of it."""
+        store = self._store
+        if not store._depth:
+            store.conn.execute("BEGIN IMMEDIATE")
+            store._depth = 1
+
+    def commit(self, *, commit: bool = True) -> None:
+        """Commit (or roll back) the group's transaction, if it is open."""
+        store = self._store
+        if store._depth == 1:
+            store._depth = 0
+            store._finish_transaction("COMMIT" if commit else "ROLLBACK")
 
 
 # Writer locks this process holds, by database path: `recall doctor --repair`

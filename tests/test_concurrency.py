@@ -112,7 +112,8 @@ while time.monotonic() < end:
             if ix is not None:
                 ix.close()
             ix = Index.open(db)
-            ix.store.conn.set_busy_handler(busy)  # instead of the timeout: counts every wait
+            for conn in (ix.store.conn, ix.store.reader):  # instead of the timeout: counts every wait
+                conn.set_busy_handler(busy)
         i = rng.randrange(len(calls))
         kind.append(i)
         env = calls[i](ix)

@@ -156,13 +156,13 @@ def test_a_credential_shaped_query_is_refused_before_any_corpus_is_touched(proj,
         statements.append(sql)
         return True
 
-    ix.store.conn.exec_trace = trace
+    ix.store.conn.exec_trace = ix.store.reader.exec_trace = trace  # the write path and the queries'
     try:
         envs = [ix.recall(sample, cwd=str(proj)), ix.recall(f"deployed {sample}", cwd=str(proj)),
                 ix.recall("", question=f"what was {sample} for?", cwd=str(proj)),
                 ix.recall(sample, cwd=str(proj), all_projects=True)]
     finally:
-        ix.store.conn.exec_trace = None
+        ix.store.conn.exec_trace = ix.store.reader.exec_trace = None
     touched = [q for q in statements if "messages" in q or "message_fts" in q or "sessions" in q]
     assert touched == [], touched
     for env in envs:
@@ -363,7 +363,7 @@ def test_the_first_page_and_the_rest_are_the_one_query(tmp_path, corpus, monkeyp
         expr = fts_query(engine.tokenizer.parse(query))
         for scope in scopes:
             scope_sql, params = engine.retriever.scope_sql(scope)
-            with ix.store.conn:  # one snapshot, as recall reads
+            with ix.store.reader:  # one snapshot, as recall reads
                 whole = list(engine.retriever.fts(expr, scope_sql, params, Run(), first=None))
                 assert whole
                 for first in (1, 2, 5, 16, 10**6):
@@ -442,8 +442,9 @@ def fts_kind(sql: str) -> str:
 
 @contextlib.contextmanager
 def statements(ix: Index, on_statement=None):
-    """The (sql, bindings) of every statement the index's connection runs
-    inside the block; `on_statement(sql)` is called before each runs."""
+    """The (sql, bindings) of every statement the index's connections (the
+    write path's and the queries') run inside the block; `on_statement(sql)`
+    is called before each runs."""
     seen: list[tuple[str, tuple]] = []
 
     def trace(cursor, sql, bindings):
@@ -452,11 +453,11 @@ def statements(ix: Index, on_statement=None):
             on_statement(sql)
         return True
 
-    ix.store.conn.exec_trace = trace
+    ix.store.conn.exec_trace = ix.store.reader.exec_trace = trace
     try:
         yield seen
     finally:
-        ix.store.conn.exec_trace = None
+        ix.store.conn.exec_trace = ix.store.reader.exec_trace = None
 
 
 def test_a_term_query_reads_past_its_first_fts_page_only_when_selection_needs_it(proj, corpus, monkeypatch):
@@ -517,7 +518,7 @@ def test_recall_reads_through_its_indexes(proj, corpus, query, statement, index)
     runs = [(sql, b) for sql, b in seen if statement in sql]
     assert runs
     for sql, bindings in runs:
-        plan = " / ".join(row[3] for row in ix.store.conn.execute("EXPLAIN QUERY PLAN " + sql, bindings))
+        plan = " / ".join(row[3] for row in ix.store.reader.execute("EXPLAIN QUERY PLAN " + sql, bindings))
         assert index in plan, plan
 
 

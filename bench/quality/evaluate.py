@@ -139,7 +139,7 @@ def run_set(name: str, limit_questions: int | None, systems: tuple[str, ...], wo
     ds, ix, n_messages, index_s = prepare(name, workdir)
     questions = ds.questions[:limit_questions] if limit_questions else ds.questions
     try:
-        base = Baselines(ix.store.conn) if set(systems) - {"ours"} else None
+        base = Baselines(ix.store.reader) if set(systems) - {"ours"} else None
         per_system = evaluate(ix, questions, systems, base)
     finally:
         ix.close()

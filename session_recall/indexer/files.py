@@ -17,7 +17,7 @@ import hashlib
 import os
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import zstandard
@@ -53,6 +53,11 @@ class Limits:
     zst_ratio_after: int = 64 << 20
     zst_max_line_ratio: int = 8
     zst_lines_after: int = 1 << 20
+
+    @classmethod
+    def of(cls, settings) -> Limits:
+        """The limits a config.Settings names (its fields of the same names)."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
 
 DEFAULT_LIMITS = Limits()

@@ -8,6 +8,7 @@ Secrets are redacted here, before anything is written.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 
@@ -63,6 +64,17 @@ def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
     return Prepared(text, n, atts, names, *fts_body(text, names))
 
 
+# The held words (Writer.held) of each open database, by its Store object:
+# shared by the passes of one process over it (the watcher's), forgotten when
+# it is closed and dropped. The indexer's own state: the Store does not hold it.
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def held_tails(store: object) -> dict[tuple[int, str], str]:
+    """The held words of the streams written through `store` (an open Store)."""
+    return _HELD.setdefault(store, {})
+
+
 class Writer:
     def __init__(self, conn: apsw.Connection, redactor: Redactor, held: dict | None = None):
         self.conn = conn
@@ -110,14 +122,7 @@ class Writer:
         return row
 
     def apply(self, source: str, file_id: int, events) -> None:
-        # Every committed batch moves the generation on: a recall cursor made
-        # before it knows it may no longer page the same ranking.
-        if not events:
-            return
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
-        )
+        """Write one batch's events (the caller moves the generation on)."""
         for ev in events:
             if isinstance(ev, MessageEvent):
                 self._message(source, file_id, ev)

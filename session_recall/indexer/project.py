@@ -33,9 +33,18 @@ def _deep_strings(text: str) -> list[str]:
 def _keyed(key: str, value: str) -> str:
     """A string under a secret-naming key (`password`, `api_key`, `auth`...),
     written as `"key": "value"` so that the redactor takes the value whatever
-    its shape (its own quotes become `'`, its line breaks spaces)."""
-    v = value.replace('"', "'").replace("\n", " ").replace("\r", " ")
+    its shape (its own quotes become `'`, its line breaks JSON escapes, so that
+    a private key's lines stay lines)."""
+    v = value.replace('"', "'").replace("\r", "\\r").replace("\n", "\\n")
     return f'"{key}": "{v}"'
+
+
+def _keyed_value(key: str) -> bool:
+    """A string under this key keeps its key beside it in the text: a key
+    naming a secret (redacted whatever its shape), or any other `..._key`
+    (`dd_app_key`, `caKey`), whose value the redactor takes when it looks
+    random."""
+    return is_secret_key(key) or key[-3:].lower() == "key"
 
 
 def _leaves(value, out: list[str]) -> None:
@@ -49,7 +58,7 @@ def _leaves(value, out: list[str]) -> None:
             if value:
                 out.append(value)
         elif isinstance(value, dict):
-            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and is_secret_key(k) else v
+            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and _keyed_value(k) else v
                                    for k, v in value.items()]))
         elif isinstance(value, list):
             stack.extend(reversed(value))

@@ -26,12 +26,12 @@ import orjson
 import zstandard
 
 from ..migrations import recreate_fts
-from ..store import Store, utcnow
+from ..store import Group, Store, utcnow
 from ..text.redact import REDACTOR_VERSION, Redactor
 from ..text.tokens import TOKENIZER_VERSION
 from . import files as F
 from . import pipeline as P
-from .ingest import Writer, fts_body
+from .ingest import Writer, fts_body, held_tails
 from .sources import detect_kind, kind_names
 
 log = logging.getLogger(__name__)
@@ -107,10 +107,11 @@ class Syncer:
         self.batch_lines = batch_lines
         self.batch_bytes = batch_bytes
         self.redactor = Redactor(bytes.fromhex(store.meta("redaction_key") or ""))
-        self.writer = Writer(self.conn, self.redactor, store.stream_tails)
+        self.writer = Writer(self.conn, self.redactor, held_tails(store))
         self.report = SyncReport()
         self.skipped: Counter[str] = Counter()
         self.stop_requested = False
+        self._group: Group | None = None  # the open Store.group() of a pass
         self.parallel = True  # a worker process for large passes (pipeline.py)
 
     # --- entry points -----------------------------------------------------------
@@ -183,7 +184,7 @@ class Syncer:
         added = self.writer.counts["messages_added"]
         if added < OPTIMIZE_MIN_ADDED:
             return
-        total = self.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        total = self.store.counts()["messages"]
         if 2 * added >= total:
             with self.store.atomic():
                 self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
@@ -192,24 +193,25 @@ class Syncer:
 
     @contextlib.contextmanager
     def _grouped(self):
-        """Batches of small files share a transaction (see Store.begin_group);
+        """Batches of small files share a transaction (see Store.group);
         each batch is still all or nothing with its offsets. What is open when
         the pass ends is committed; on an error it is rolled back."""
         self._pending = 0
         try:
-            yield
+            with self.store.group() as self._group:
+                yield
         except BaseException:
-            self.store.end_group(commit=False)
             self.writer.forget()
             self.writer.held.clear()  # what they continue was rolled back
             raise
-        self.store.end_group()
+        finally:
+            self._group = None
 
     def _batch_done(self, lines: int, nbytes: int) -> None:
         """Count a batch into the open group; commit the group when it is full."""
         self._pending += max(lines, nbytes // 200)
         if self._pending >= self.batch_lines or nbytes >= self.batch_bytes:
-            self.store.end_group()
+            self._group.commit()
             self._pending = 0
 
     # --- sources ----------------------------------------------------------------
@@ -295,7 +297,7 @@ class Syncer:
         jobs: list[ReadJob] = []
         # The files' rows (a first pass adds one per log) are written in the
         # group's transaction, not one transaction each.
-        self.store.begin_group()
+        self._group.join()
         for real in found_real:
             if self.stop_requested:
                 break
@@ -563,7 +565,7 @@ class Syncer:
     def _commit(self, job: ReadJob, batch: P.Batch) -> None:
         """One batch, one transaction (or savepoint of the open group): its
         messages, its skip counts, the offset and parser state after it."""
-        self.store.begin_group()
+        self._group.join()
         skips = batch.skips
         try:
             self._commit_batch(job, batch, skips)
@@ -583,6 +585,10 @@ class Syncer:
         # signature must not vouch for what it holds now).
         self._check_unchanged(job, batch.end, batch.sig)
         with self.store.atomic():
+            if batch.events:
+                # Every committed batch moves the generation on: a recall
+                # cursor made before it knows it may no longer page the same ranking.
+                self.store.bump_generation()
             self.writer.apply(job.kind, job.fid, batch.events)
             skips.update(self.writer.skips)
             self.writer.skips.clear()

@@ -61,6 +61,7 @@ _PLACEHOLDER_VALUE = re.compile(
     | enabled | disabled | required | optional | string | str | int | integer | bool | boolean | number
     | secret | secrets | password | passwd | token | tokens | key | redacted | hidden | empty | env | default
     | [A-Za-z_]{2,64}(?:\.[A-Za-z_]{1,64}){1,8}                          # self.password, os.environ
+    | [A-Za-z_][A-Za-z0-9_.]{0,64}[(\[].{0,128}                                # get_token(), os.getenv("X"), env[...]
     | (?:os\.environ|process\.env|getenv|env)\b.{0,128}
     | [~.]{0,2}/[\w./@-]{0,512}                                     # a path
     """
@@ -68,10 +69,19 @@ _PLACEHOLDER_VALUE = re.compile(
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 
 
+_RANDOM_PART = re.compile(r"(?=[A-Za-z0-9+=]{0,64}[A-Z])(?=[A-Za-z0-9+=]{0,64}[a-z])(?=[A-Za-z0-9+=]{0,64}[0-9])"
+                          r"[A-Za-z0-9+=]{16,}")
+
+
 def is_placeholder(value: str) -> bool:
-    """True for a keyed value that is a placeholder, not a secret (kept readable)."""
+    """True for a keyed value that is a placeholder, not a secret (kept readable).
+    A value shaped like a path is no secret either, unless a long part of it
+    mixes capitals, small letters and digits (base64 starts with `/` one time
+    in 64)."""
     v = value.strip().strip("\"'\\")
-    return not v or not _ALNUM.search(v) or _PLACEHOLDER_VALUE.fullmatch(v) is not None
+    if not v or not _ALNUM.search(v):
+        return True
+    return _PLACEHOLDER_VALUE.fullmatch(v) is not None and not (v[:1] in "/~." and _RANDOM_PART.search(v))
 
 
 def _entropy(s: str) -> float:
@@ -188,7 +198,7 @@ _kind("private_key_body",
 
 # HTTP credentials. A bearer token in prose needs a digit ("bearer of news");
 # after `Authorization:` any credential goes.
-_TOKCH = r"A-Za-z0-9\-._~+/"
+_TOKCH = r"A-Za-z0-9\-._~+/%"
 _kind("bearer", rf"bearer[ \t]{{1,5}}(?P<s>(?=[{_TOKCH}]{{0,4096}}[0-9])[{_TOKCH}]{{16,4096}}=*)",
       ("bearer",), flags=re.IGNORECASE | _F,
       examples=(("Authorization: Bearer 9f8e7d6c5b4a39281706f5e4", "9f8e7d6c5b4a39281706f5e4"),
@@ -196,7 +206,7 @@ _kind("bearer", rf"bearer[ \t]{{1,5}}(?P<s>(?=[{_TOKCH}]{{0,4096}}[0-9])[{_TOKCH
 
 _kind("auth_header",
       rf"authorization(?:\\?[\"'])?[ \t]{{0,3}}[:=][ \t]{{0,3}}(?:\\?[\"'])?"
-      rf"(?:(?:bearer|basic|token|digest|bot|apikey|sso-key)[ \t]{{1,3}})?(?P<s>[{_TOKCH}=:]{{8,4096}})",
+      rf"(?:(?:bearer|basic|token|digest|bot|apikey|sso-key|ssws)[ \t]{{1,3}})?(?P<s>[{_TOKCH}=:]{{8,4096}})",
       ("authorization",), flags=re.IGNORECASE | _F, keep=is_placeholder,
       examples=(("Authorization: Basic YWRhOmh1bnRlcjJodW50ZXIy", "YWRhOmh1bnRlcjJodW50ZXIy"),
                 ("AUTHORIZATION: token abcdefghijklmnopqrst", "abcdefghijklmnopqrst")))
@@ -258,6 +268,26 @@ _prefixed("ai_api_key", ("gsk_", "r8_", "pplx-", "xai-", "lin_api_", "dckr_pat_"
 _prefixed("twilio_key", ("SK",), r"[0-9a-fA-F]{32}(?![0-9A-Za-z])",
           (("the key is SK4e35da5912a23837691b65e1aab56476 now", "4e35da5912a23837691b65e1aab56476"),),
           chars="0-9a-fA-F")
+_prefixed("okta_token", ("SSWS ",), r"[A-Za-z0-9_\-]{40,64}",
+          (("-H 'SSWS 00QCjAl4MlV-WPXM-ABCDEFGHIJKLMNOPQRSTUVWXYZab'", "00QCjAl4MlV-WPXM-ABCDEFGHIJKLMNOPQRSTUVWXYZab"),))
+_prefixed("provider_token", ("ATBB", "EAAA", "EAACEdEose0cBA", "api_org_", "IQoJb3JpZ2luX2Vj", "1//0", "dp.st.",
+                             "dp.ct.", "dp.sa.", "fo1_", "glc_", "HRKU-", "NRAK-", "ntn_", "pscale_tkn_",
+                             "pscale_pw_", "pscale_oauth_", "pul-", "sntrys_", "sntryu_"),
+          r"[A-Za-z0-9_\-+/=%]{24,4096}",
+          (("ATBBaoJLD3SLTlnN4MIIIbAflvA11fhREay5", "aoJLD3SLTlnN4MIIIbAflvA11fhREay5"),
+           ("NRAK-ABCDEFGHIJKLMNOPQRSTUVWXYZ0", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0")))
+_kind("terraform_token", r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.(?P<s>[A-Za-z0-9_\-=]{60,70})", (".atlasv1.",),
+      mode="window", back=15, ahead=80,
+      examples=(("TFE_TOKEN=2saNEc44QMHuTZ.atlasv1.P9JgIOvKsAOrWVyB0csRf4f2rI79lOLGf9KUWF2hLsxtb36xJdjn3MVaHfRXwQc",
+                 "P9JgIOvKsAOrWVyB0csRf4f2rI79lOLGf9KUWF2hLsxtb36xJdjn3MVaHfRXwQc"),))
+_kind("cloudflare_origin_ca", r"v1\.0-[a-f0-9]{24}-(?P<s>[a-f0-9]{146})", ("v1.0-",),
+      examples=(("v1.0-95db3c22a824159a71306ffe-" + "616e12cd2dc46b4601466a1ec6f5b4ee" * 4 + "0793e0bc8a1d5a1d167b",
+                 "616e12cd2dc46b4601466a1ec6f5b4ee616e12cd"),))
+_kind("twitter_bearer", r"A{21}(?P<s>[A-Za-z0-9%]{30,4096})", ("aaaaaaaaaaaaaaaaaaaaa",),
+      examples=(("AAAAAAAAAAAAAAAAAAAAAtuxMl5gjTdf04Nr0G7UNJGhA0fjKt4%2Ba7b", "tuxMl5gjTdf04Nr0G7UNJGhA0fjKt4"),))
+_kind("discord_webhook", r"discord(?:app)?\.com[/_]api[/_]webhooks[/_][0-9]{17,20}[/_](?P<s>[A-Za-z0-9_\-]{60,100})",
+      ("discord",), examples=(("https://discord.com/api/webhooks/422643834634558682/" + "G-ecp79TuWwIDZZyN_4HRR2y" * 3,
+                              "G-ecp79TuWwIDZZyN_4HRR2yG-ecp79TuWwIDZZyN_4HRR2y"),))
 _kind("azure_storage", r"(?:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{20,128}={0,2})",
       ("accountkey=", "sharedaccesskey="), flags=re.IGNORECASE | _F,
       examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Qk9xR2c1WlpHa3ZxN3BOdzhLc0E=;",
@@ -291,7 +321,7 @@ _SEP_VALUE = (
     # "key": "value" / key = "value" / key: 'value'
     rf"{_Q}[ \t]{{0,3}}(?:=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
     # key=value (env, query strings, connection strings)
-    rf"|(?<==)(?P<s3>(?:[^\s\"'`,;&<>(){{}}\[\]\\]|&(?![A-Za-z_][A-Za-z0-9_.\-]{{0,64}}=)){{1,512}})(?![(\[])"
+    rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\](?:[^\s\"'`,;&<>\\]|&(?![A-Za-z_][A-Za-z0-9_.\-]{{0,64}}=)){{0,511}})"
     # key: value (YAML, headers): one word that ends its line
     rf"|(?<=[:\s])(?P<s4>[^\s\"'`\\]{{1,512}}?)(?=[ \t]{{0,8}}(?:\r?\n|\Z|[ \t]#|[\"'\\]|[,;}}\]][ \t]{{0,8}}(?:\r?\n|\Z))))"
 )
@@ -594,7 +624,7 @@ PENDING = f"{PLACEHOLDER_OPEN}pending:00000000{PLACEHOLDER_CLOSE}"
 # (with a `Bearer`, a key and its separator, or a flag (`--password `) before
 # it: the secret is the word after the trigger)
 _LAST_WORD = re.compile(
-    r"(?:(?i:bearer|basic|token)[ \t]{1,5}|(?i:[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key|auth\w{0,8}"
+    r"(?:(?i:bearer|basic|token|ssws)[ \t]{1,5}|(?i:[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key|auth\w{0,8}"
     r"|credentials?)[\"'\\]{0,4}[ \t]{0,3}[:=][ \t]{0,3}[\"'\\]{0,4})"
     r"|(?i:-{1,2}[a-z_-]{0,40}(?:pass\w{0,6}|pwd|secret|token|key))[ \t]{1,3}|-p[ \t]{0,3})?\S{1,4096}\Z")
 # (or a long base64-like run: the head of a key's body whose header came elsewhere)

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from ...model import Attachment, MessageEvent, MessageLine, SessionEvent, SessionLine, TitleEvent, TitleLine
 from ..project import project
-from . import Parser, Skip
+from .base import Parser, Skip
 
 # Lines whose bytes do not name one of our types are noise (progress, usage,
 # token counts...): most lines of a real log. They are counted and skipped

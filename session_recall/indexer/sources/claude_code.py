@@ -24,11 +24,10 @@ import hashlib
 import re
 from pathlib import PurePath
 
-
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project
-from . import Parser, Skip
 from . import media
+from .base import Parser, Skip
 
 # Lines whose bytes name none of the types indexed here (progress,
 # file-history-snapshot, system, queue-operation...) are noise, skipped

@@ -36,8 +36,8 @@ import orjson
 
 from ...model import Attachment, MessageEvent, SessionEvent, TitleEvent
 from ..project import project, visible_text
-from . import Parser, Skip
 from . import media
+from .base import Parser, Skip
 
 _INDEXED_TYPES = re.compile(
     rb'"type"\s*:\s*"(?:session_meta|turn_context|task_started|user_message|agent_message|thread_name_updated'
