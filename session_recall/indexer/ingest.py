@@ -17,7 +17,7 @@ import orjson
 
 from ..model import MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
-from ..text.redact import Redactor
+from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
 
 
@@ -193,6 +193,7 @@ class Writer:
             # a late delta.
             self.skips["duplicate_message"] += 1
             return
+        n = 0  # secrets the stream's concatenation redacted
         if ev.settled or old_file != file_id:
             # A settled text replaces the deltas. A message read before from
             # another file, one that is gone or was replaced (a log compressed
@@ -216,6 +217,13 @@ class Writer:
                 atts = prev
                 names = [a["name"] for a in orjson.loads(prev)] if prev else []
             body, nfkc, ntok = fts_body(text, names)
+        if (prep.secrets or n) and not text.startswith(old_text.removesuffix(PENDING)):
+            # A secret completed by this text took back what was stored of it
+            # (an e-mail's local part before its `@`, say): those old tokens
+            # stay in FTS5's segments, and the old row in freed space, until
+            # the end of the pass wipes them (Store.wipe; migration m007).
+            self.conn.execute("INSERT INTO wipe_pending(what, n) VALUES ('messages', 1) "
+                              "ON CONFLICT(what) DO UPDATE SET n = n + 1")
         self.conn.execute(
             "UPDATE messages SET turn_id = ?, role = ?, ts = ?, text = ?, attachments = ?, settled = ?, file_id = ?, "
             "nfkc = ?, ntok = ? WHERE id = ?",

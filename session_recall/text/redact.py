@@ -61,7 +61,7 @@ _PLACEHOLDER_VALUE = re.compile(
     | enabled | disabled | required | optional | string | str | int | integer | bool | boolean | number
     | secret | secrets | password | passwd | token | tokens | key | redacted | hidden | empty | env | default
     | [A-Za-z_]{2,64}(?:\.[A-Za-z_]{1,64}){1,8}                          # self.password, os.environ
-    | [A-Za-z_][A-Za-z0-9_.]{0,64}[(\[].{0,128}                                # get_token(), os.getenv("X"), env[...]
+    | [a-z_][A-Za-z0-9_.]{0,64}(?:\(|\[)(?:[^()\[\]]{0,128}[)\]])?[,;)\]}]{0,4}    # get_token(), os.getenv("X"), env[...]
     | (?:os\.environ|process\.env|getenv|env)\b.{0,128}
     | [~.]{0,2}/[\w./@-]{0,512}                                     # a path
     """
@@ -276,10 +276,10 @@ _prefixed("provider_token", ("ATBB", "EAAA", "EAACEdEose0cBA", "api_org_", "IQoJ
           r"[A-Za-z0-9_\-+/=%]{24,4096}",
           (("ATBBaoJLD3SLTlnN4MIIIbAflvA11fhREay5", "aoJLD3SLTlnN4MIIIbAflvA11fhREay5"),
            ("NRAK-ABCDEFGHIJKLMNOPQRSTUVWXYZ0", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0")))
-_kind("terraform_token", r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.(?P<s>[A-Za-z0-9_\-=]{60,70})", (".atlasv1.",),
+_kind("terraform_token", r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{60,70}", (".atlasv1.",),
       mode="window", back=15, ahead=80,
       examples=(("TFE_TOKEN=2saNEc44QMHuTZ.atlasv1.P9JgIOvKsAOrWVyB0csRf4f2rI79lOLGf9KUWF2hLsxtb36xJdjn3MVaHfRXwQc",
-                 "P9JgIOvKsAOrWVyB0csRf4f2rI79lOLGf9KUWF2hLsxtb36xJdjn3MVaHfRXwQc"),))
+                 "2saNEc44QMHuTZ.atlasv1.P9JgIOvKsAOrWVyB0csRf4f2rI79lOLGf9KUWF2hLsxtb36xJdjn3MVaHfRXwQc"),))
 _kind("cloudflare_origin_ca", r"v1\.0-[a-f0-9]{24}-(?P<s>[a-f0-9]{146})", ("v1.0-",),
       examples=(("v1.0-95db3c22a824159a71306ffe-" + "616e12cd2dc46b4601466a1ec6f5b4ee" * 4 + "0793e0bc8a1d5a1d167b",
                  "616e12cd2dc46b4601466a1ec6f5b4ee616e12cd"),))
