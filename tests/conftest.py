@@ -1,6 +1,7 @@
 """Shared fixtures: a fresh index database in a temporary folder, a folder for
-session logs, a builder of canonical log lines (contract section 2.1), and a
-runner for the `recall` command in a subprocess."""
+session logs, the one builder of canonical log lines (contract section 2.1)
+and a corpus of indexed sessions written with it, and a runner for the
+`recall` command in a subprocess."""
 
 from __future__ import annotations
 
@@ -19,22 +20,34 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 class CanonicalLog:
-    """Lines of one session in the canonical format, each as newline-terminated bytes."""
+    """The one builder of canonical log lines (contract section 2.1) for one
+    session, each line as newline-terminated bytes; `Corpus` writes its
+    sessions with it.
+
+    Message timestamps tick one second per message from `clock_start`
+    (10:00 of the session's day unless given); a message given its own `ts`
+    leaves the clock where it was."""
 
     def __init__(self, session_id: str, cwd: str = "/home/ada/project",
-                 started_at: str = "2026-11-20T09:00:00Z"):
+                 started_at: str = "2026-11-20T09:00:00Z", *, clock_start: str = "2026-11-20T10:00:00Z"):
+        import datetime as dt
+
         self.session_id = session_id
         self.cwd = cwd
         self.started_at = started_at
-        self._clock = 0
+        self._t0 = dt.datetime.fromisoformat(clock_start.replace("Z", "+00:00"))
+        self._n = 0
 
     @staticmethod
     def line(obj: dict) -> bytes:
         return orjson.dumps(obj) + b"\n"
 
-    def _ts(self) -> str:
-        self._clock += 1
-        return f"2026-11-20T10:{self._clock // 60:02d}:{self._clock % 60:02d}Z"
+    def next_ts(self) -> str:
+        import datetime as dt
+
+        self._n += 1
+        t = self._t0 + dt.timedelta(seconds=self._n)
+        return t.isoformat().replace("+00:00", "Z")
 
     def session(self, title: str | None = None) -> bytes:
         obj = {"type": "session", "session_id": self.session_id, "cwd": self.cwd, "started_at": self.started_at}
@@ -45,15 +58,18 @@ class CanonicalLog:
     def title(self, title: str) -> bytes:
         return self.line({"type": "title", "session_id": self.session_id, "title": title})
 
-    def message(self, message_id: str, text: str, *, role: str = "user", turn_id: str = "t1", **extra) -> bytes:
+    def message(self, message_id: str, text: str, *, role: str = "user", turn_id: str = "t1", ts: str | None = None,
+                **extra) -> bytes:
+        """A settled message (`extra`: tool_name, attachments)."""
         return self.line({"type": "message", "session_id": self.session_id, "message_id": message_id,
-                          "turn_id": turn_id, "role": role, "ts": self._ts(), "text": text, **extra})
+                          "turn_id": turn_id, "role": role, "ts": ts or self.next_ts(), "text": text, **extra})
 
     def delta(self, message_id: str, text: str, *, role: str = "assistant", turn_id: str = "t1") -> bytes:
         return self.line({"type": "message_delta", "session_id": self.session_id, "message_id": message_id,
-                          "turn_id": turn_id, "role": role, "ts": self._ts(), "text": text})
+                          "turn_id": turn_id, "role": role, "ts": self.next_ts(), "text": text})
 
     def noise(self, n: int = 1) -> bytes:
+        """`n` progress lines: noise to the index."""
         return b"".join(self.line({"type": "progress", "session_id": self.session_id, "percent": i})
                         for i in range(n))
 
@@ -209,55 +225,47 @@ def spawn(tmp_path: Path):
 
 
 class CorpusSession:
-    """One session's canonical log file; every call appends its line at once.
+    """One session's canonical log file, written with CanonicalLog's API: each
+    call (`message`, `delta`, `title`, `noise`) appends its line at once and
+    returns the session, so calls chain.
 
     Timestamps default to `started_at` plus one second per message, so a
     session that started later also has later messages."""
 
     def __init__(self, path: Path, session_id: str, cwd: str, started_at: str):
-        import datetime as dt
-
         self.path = path
-        self.session_id = session_id
-        self.cwd = cwd
-        self.started_at = started_at
-        self._t0 = dt.datetime.fromisoformat(started_at.replace("Z", "+00:00"))
-        self._n = 0
+        self.log = CanonicalLog(session_id, cwd, started_at, clock_start=started_at)
+        self.session_id, self.cwd, self.started_at = session_id, cwd, started_at
 
-    def _write(self, obj: dict) -> CorpusSession:
+    def _write(self, line: bytes) -> CorpusSession:
         with open(self.path, "ab") as fh:
-            fh.write(orjson.dumps(obj) + b"\n")
+            fh.write(line)
         return self
 
     def next_ts(self) -> str:
-        import datetime as dt
+        return self.log.next_ts()
 
-        self._n += 1
-        t = self._t0 + dt.timedelta(seconds=self._n)
-        return t.isoformat().replace("+00:00", "Z")
-
-    def open(self, title: str | None) -> CorpusSession:
-        obj = {"type": "session", "session_id": self.session_id, "cwd": self.cwd, "started_at": self.started_at}
-        if title is not None:
-            obj["title"] = title
-        return self._write(obj)
+    def session(self, title: str | None = None) -> CorpusSession:
+        return self._write(self.log.session(title))
 
     def title(self, title: str) -> CorpusSession:
-        return self._write({"type": "title", "session_id": self.session_id, "title": title})
+        return self._write(self.log.title(title))
 
-    def say(self, message_id: str, text: str, *, role: str = "user", turn: str = "t1", ts: str | None = None,
-            **extra) -> CorpusSession:
+    def message(self, message_id: str, text: str, *, role: str = "user", turn_id: str = "t1", ts: str | None = None,
+                **extra) -> CorpusSession:
         """A settled message (`extra`: tool_name, attachments)."""
-        return self._write({"type": "message", "session_id": self.session_id, "message_id": message_id,
-                            "turn_id": turn, "role": role, "ts": ts or self.next_ts(), "text": text, **extra})
+        return self._write(self.log.message(message_id, text, role=role, turn_id=turn_id, ts=ts, **extra))
 
-    def noise(self) -> CorpusSession:
-        return self._write({"type": "progress", "session_id": self.session_id, "percent": 50})
+    def delta(self, message_id: str, text: str, *, role: str = "assistant", turn_id: str = "t1") -> CorpusSession:
+        return self._write(self.log.delta(message_id, text, role=role, turn_id=turn_id))
+
+    def noise(self, n: int = 1) -> CorpusSession:
+        return self._write(self.log.noise(n))
 
 
 class Corpus:
     """Canonical session logs written under a temporary folder and indexed into
-    a real database there: `corpus.session("s1", cwd).say("m1", "hello")`, then
+    a real database there: `corpus.session("s1", cwd).message("m1", "hello")`, then
     `ix = corpus.open(all_projects="deny")` (an Index with those Settings)."""
 
     def __init__(self, root: Path):
@@ -272,7 +280,7 @@ class Corpus:
                 started_at: str = "2026-11-20T09:00:00Z") -> CorpusSession:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in session_id)[:40]
         path = self.logs / f"{len(self.sessions):04d}-{safe}.jsonl"
-        s = CorpusSession(path, session_id, str(cwd), started_at).open(title)
+        s = CorpusSession(path, session_id, str(cwd), started_at).session(title)
         self.sessions.append(s)
         return s
 
@@ -292,6 +300,14 @@ class Corpus:
     def close(self) -> None:
         for ix in self._opened:
             ix.close()
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    """An empty project folder, the cwd that recall tests index and query."""
+    p = tmp_path / "proj"
+    p.mkdir()
+    return p
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ import orjson
 
 from session_recall import Index
 from session_recall.text.redact import render
+from tests.secret_samples import SECRETS as SAMPLES_BY_KIND
 
 TRIALS = int(os.environ.get("RECALL_CRASH_TRIALS", "5"))
 SEED = int(os.environ.get("RECALL_CRASH_SEED", "20261128"))
@@ -69,7 +70,8 @@ WORDS = ["font", "serif", "checkout", "rounding", "deploy", "staging", "cache", 
          "简历", "字体", "浮窗", "模板", "显示", "菜名", "数据库", "索引", "上周", "修好了", "カタカナ", "한국어",
          "100%", "C++", "a->b", "src/pricing/total.cc", '"quoted"', "back\\slash", "tab\there", "new\nline",
          "ｆｕｌｌｗｉｄｔｈ", "e\u0301", "🙂"]
-SECRETS = ["sk-proj-abcdefghijklmnopqrstuv1234", "ghp_abcdefghijklmnopqrstuvwxyz0123", "ada@example.com"]
+# bare tokens of three kinds, from the one table of secret samples
+SECRETS = [SAMPLES_BY_KIND[kind][0] for kind in ("openai_key", "github_token", "email")]
 NOISE = ["progress", "usage", "token_count", "tool_progress", "heartbeat"]
 BAD = [b"", b"   ", b"{not json", b"[1, 2]", b'"a string"', b'{"no": "type"}', b"\xff\xfe not utf-8",
        b'{"type": "message", "session_id": "x"}']

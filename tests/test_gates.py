@@ -233,11 +233,11 @@ def machine(tmp_path, corpus):
     (work / "app" / "linked").mkdir()
     for i, (key, cwd) in enumerate(spelled.items()):
         s = corpus.session(f"s-{key}", cwd, title=f"{key} session", started_at=f"2026-11-{10 + i:02d}T09:00:00Z")
-        s.say("m1", f"deploy checklist for {key.replace('-', '')}marker", turn="t1")
-        s.say("m2", f"run a->b then 部署 {key.replace('-', '')}marker", role="assistant", turn="t1")
+        s.message("m1", f"deploy checklist for {key.replace('-', '')}marker", turn_id="t1")
+        s.message("m2", f"run a->b then 部署 {key.replace('-', '')}marker", role="assistant", turn_id="t1")
     # the same session id in two projects
-    corpus.session("dup", dirs["app"], title="dup here").say("m1", "deploy checklist twin, this project")
-    corpus.session("dup", dirs["other-app"], title="dup there").say("m1", "deploy checklist twin, other project")
+    corpus.session("dup", dirs["app"], title="dup here").message("m1", "deploy checklist twin, this project")
+    corpus.session("dup", dirs["other-app"], title="dup there").message("m1", "deploy checklist twin, other project")
     return {"tmp": tmp_path, "dirs": dirs, "work": work}
 
 
@@ -430,9 +430,9 @@ def test_the_same_session_id_in_two_projects_stays_two_sessions(machine, corpus)
 def test_a_relative_session_cwd_is_not_in_the_callers_project(tmp_path, corpus, monkeypatch):
     proj = tmp_path / "proj"
     proj.mkdir()
-    corpus.session("rel", "proj", title="relative").say("m1", "relativemarker here")
-    corpus.session("home", "~/proj", title="home").say("m1", "relativemarker there")
-    corpus.session("abs", str(proj), title="absolute").say("m1", "relativemarker absolute")
+    corpus.session("rel", "proj", title="relative").message("m1", "relativemarker here")
+    corpus.session("home", "~/proj", title="home").message("m1", "relativemarker there")
+    corpus.session("abs", str(proj), title="absolute").message("m1", "relativemarker absolute")
     ix = corpus.open()
     monkeypatch.chdir(tmp_path)
     for cwd in (None, str(tmp_path), str(proj)):
@@ -463,9 +463,9 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
     # a symlink inside the project that leads out of it, and a folder whose
     # name has the project's path as a string prefix
     (d["app"] / "escape").symlink_to(d["other-app"], target_is_directory=True)
-    corpus.session("s-escape", d["app"] / "escape", started_at="2026-11-25T09:00:00Z").say(
+    corpus.session("s-escape", d["app"] / "escape", started_at="2026-11-25T09:00:00Z").message(
         "m1", "deploy checklist through escapemarker a->b 部署")
-    corpus.session("s-ap", work / "ap", started_at="2026-11-26T09:00:00Z").say(
+    corpus.session("s-ap", work / "ap", started_at="2026-11-26T09:00:00Z").message(
         "m1", "deploy checklist for apmarker a->b 部署")
     rng = random.Random(20261120)
     callers = [str(d["app"]), str(d["app"]) + "/", f"{d['app-sub']}/..", str(tmp / "shortcut"),

@@ -88,12 +88,14 @@ def world(tmp_path_factory):
     for n in range(12):
         cwd = proj if n % 3 else other
         s = corpus.session(f"s{n}", cwd, title=f"deploy notes {n} 简历", started_at=f"2026-11-{n + 1:02d}T08:00:00Z")
-        s.say("u1", f"deploy checklist font {n}: 简历模板 a->b 100% C++ body:x NEAR(a b) \"quoted\" x*y", turn="t1")
-        s.say("a1", f"the font is serif; 显示 浮窗 deploy {n} with sk-proj-Q7mW2xN9bV4cK8jH3gF6{n:02d}",
-              role="assistant", turn="t1",
-              attachments=[{"id": f"f{n}", "name": f"screen {n}.png", "mime_type": "image/png", "bytes": 10}])
-        s.say("c1", json.dumps({"command": f"grep -r deploy src/{n}"}), role="tool_call", tool_name="Bash", turn="t2")
-        s.say("r1", json.dumps({"stdout": f"src/{n}/deploy.sh: checklist"}), role="tool_result", turn="t2")
+        s.message("u1", f"deploy checklist font {n}: 简历模板 a->b 100% C++ body:x NEAR(a b) \"quoted\" x*y",
+                  turn_id="t1")
+        s.message("a1", f"the font is serif; 显示 浮窗 deploy {n} with sk-proj-Q7mW2xN9bV4cK8jH3gF6{n:02d}",
+                  role="assistant", turn_id="t1",
+                  attachments=[{"id": f"f{n}", "name": f"screen {n}.png", "mime_type": "image/png", "bytes": 10}])
+        s.message("c1", json.dumps({"command": f"grep -r deploy src/{n}"}), role="tool_call", tool_name="Bash",
+                  turn_id="t2")
+        s.message("r1", json.dumps({"stdout": f"src/{n}/deploy.sh: checklist"}), role="tool_result", turn_id="t2")
     ix = Index.open(corpus.db, settings=Settings())
     ix.sync([str(corpus.logs)], kind="canonical")
     page = ix.recall("deploy", cwd=str(proj), limit=2)

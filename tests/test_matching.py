@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from session_recall.text.fold import _IDEOGRAPH, fold, fold_form, literal_forms, literal_pairs, match_text
 from session_recall.text.tokens import FTS_TOKENIZER_ARGS, index_body, term_tokens
+from tests.secret_samples import SECRETS
 
-SECRET = "sk-ant-" + "Qw3rTy8uIoPaSdFgHjKlZxCv"
+SECRET, SECRET_BODY = SECRETS["anthropic_key"]  # the one table of secret samples
 CWD = "/home/ada/resume"
 
 CASES = [
@@ -108,7 +109,7 @@ def one_message(corpus):
         if attachments:
             extra["attachments"] = [{"id": f"a{i}", "name": n, "mime_type": "image/png", "bytes": 1}
                                     for i, n in enumerate(attachments)]
-        corpus.session("s1", CWD, title="Résumé layout").say("m1", text, **extra)
+        corpus.session("s1", CWD, title="Résumé layout").message("m1", text, **extra)
         ix = corpus.open()
         found = ix.search(query, limit=10**9)
         assert [(s["session_id"], hit.message_id) for hit, s in found] in ([], [("s1", "m1")])
@@ -144,7 +145,7 @@ def test_fields(one_message, query, expected):
     ('"with now"', True),         # the placeholder is one space between them
     ("redacted", False),
     ("anthropic_key", False),
-    ("Qw3rTy8uIoPaSdFgHjKlZxCv", False),
+    (SECRET_BODY, False),
     ("ant", False),
 ])
 def test_placeholder_is_one_space(one_message, query, expected):
@@ -152,7 +153,7 @@ def test_placeholder_is_one_space(one_message, query, expected):
 
 
 def test_placeholder_hash_matches_nothing(corpus):
-    corpus.session("s1", CWD).say("m1", f"deploy with {SECRET} now")
+    corpus.session("s1", CWD).message("m1", f"deploy with {SECRET} now")
     ix = corpus.open()
     stored = ix.store.conn.execute("SELECT text FROM messages").fetchone()[0]
     assert SECRET not in stored
@@ -162,7 +163,7 @@ def test_placeholder_hash_matches_nothing(corpus):
 
 
 def test_credential_shaped_query_is_refused(corpus):
-    corpus.session("s1", CWD).say("m1", f"deploy with {SECRET} now")
+    corpus.session("s1", CWD).message("m1", f"deploy with {SECRET} now")
     ix = corpus.open()
     env = ix.recall(SECRET, all_projects=True)
     assert env.status == "refused"
@@ -174,7 +175,7 @@ def test_credential_shaped_query_is_refused(corpus):
 
 @pytest.mark.parametrize("query", ["->", "🎉", "%", "_"])
 def test_symbol_only_terms_are_answered_by_a_scan(corpus, query):
-    corpus.session("s1", CWD).say("m1", "a->b 🎉 100% __init__")
+    corpus.session("s1", CWD).message("m1", "a->b 🎉 100% __init__")
     ix = corpus.open()
     assert term_tokens(query, _unicode61).tokens == ()
     env = ix.recall(query, all_projects=True)

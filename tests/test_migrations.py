@@ -1,4 +1,5 @@
-"""The migration registry: one place to add a migration, checked here."""
+"""The migration registry: one place to add a migration, checked here; the
+FTS table the migrations create keeps its settings."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def test_two_migrations_of_one_number_are_refused():
     with pytest.raises(ValueError, match="two migrations numbered 1"):
         migrations.migration(m001_again)
     assert m001_again not in migrations.MIGRATIONS
+
+
+def test_the_fts_table_keeps_its_settings(index):
+    """FTS5 stores `hashsize` (migrations.FTS_SETTINGS) in its own config
+    table, so every later connection writes with it."""
+    from session_recall.migrations import FTS_SETTINGS
+
+    stored = dict(index.store.conn.execute("SELECT k, v FROM message_fts_config"))
+    assert FTS_SETTINGS and {k: stored.get(k) for k in FTS_SETTINGS} == FTS_SETTINGS

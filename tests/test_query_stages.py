@@ -64,7 +64,7 @@ def test_hints_quote_at_most_a_short_sentence_of_terms():
 def test_an_engine_ranks_with_the_ranking_it_is_given(tmp_path, corpus):
     proj = tmp_path / "proj"
     proj.mkdir()
-    corpus.session("s1", proj).say("m1", "the ledger was closed")
+    corpus.session("s1", proj).message("m1", "the ledger was closed")
     ix = corpus.open()
     engine = Engine(ix.store.conn, ix.settings, Ranking(fts_first_page=1))
     assert engine.ranking.fts_first_page == 1

@@ -13,6 +13,7 @@ checkpoint, for every 8-character piece of each secret's body and its
 case-folded form (FTS5 stores folded tokens): none may be there. Then no
 envelope of any query (mask and hash modes), no recall_more and no command
 output holds one, and every credential-shaped query is refused with a hint.
+An index built by an older redactor is rebuilt without the secrets it held.
 
 RECALL_SECRET_SPLITS sets how many places each secret is split at when it
 streams (CI: 3, just before its body, where the body begins and in its
@@ -31,7 +32,9 @@ import pytest
 
 from session_recall import Index
 from session_recall.config import Settings
-from session_recall.text.redact import KINDS, find_secret
+from session_recall.text.redact import KINDS, REDACTOR_VERSION, find_secret
+from tests.conftest import CorpusSession
+from tests.helpers import found, messages, write
 from tests.secret_samples import SAMPLES
 
 SPLITS = int(os.environ.get("RECALL_SECRET_SPLITS", "3"))
@@ -71,28 +74,6 @@ def test_the_samples_cover_every_kind_the_redactor_knows():
 # --- planting -------------------------------------------------------------------------
 
 
-def _line(obj: dict) -> bytes:
-    return json.dumps(obj, ensure_ascii=False).encode() + b"\n"
-
-
-class Log:
-    def __init__(self, path: Path, sid: str, cwd: str):
-        self.path, self.sid, self.cwd, self.n = path, sid, cwd, 0
-
-    def write(self, *objs: dict) -> None:
-        with open(self.path, "ab") as fh:
-            for obj in objs:
-                fh.write(_line({"session_id": self.sid, **obj}))
-
-    def ts(self) -> str:
-        self.n += 1
-        return f"2026-11-20T10:{self.n // 60 % 60:02d}:{self.n % 60:02d}Z"
-
-    def msg(self, mid: str, text: str, role: str = "user", *, turn: str = "t1", delta: bool = False, **extra) -> dict:
-        return {"type": "message_delta" if delta else "message", "message_id": mid, "turn_id": turn, "role": role,
-                "ts": self.ts(), "text": text, **extra}
-
-
 def split_points(text: str, body: str) -> list[int]:
     """Offsets in `text` to split a streamed message at: inside the secret."""
     start = text.index(body)
@@ -106,30 +87,27 @@ def split_points(text: str, body: str) -> list[int]:
     return points
 
 
-def plant(logs: Path, cwd: str) -> list[tuple[Log, list[tuple[str, list[str], bool]]]]:
+def plant(logs: Path, cwd: str) -> list[tuple[CorpusSession, list[tuple[str, list[str], bool]]]]:
     """Write one log per sample with the secret everywhere; return the
     streams still to be delivered: (log, [(message_id, [later deltas], the
     settled text or None)])."""
     streams = []
     for i, (kind, text, body) in enumerate(SAMPLES):
-        log = Log(logs / f"{i:02d}-{kind}.jsonl", f"secret-{i:02d}", cwd)
-        log.write({"type": "session", "cwd": cwd, "started_at": "2026-11-20T09:00:00Z",
-                   "title": f"deploy notes {text}"})
-        log.write({"type": "title", "title": f"deploy again {text} later"})
-        log.write(
-            log.msg("u1", f"deploy with {text} please"),
-            log.msg("a1", f"done: deploy used\n{text}\nand more", role="assistant"),
-            log.msg("c1", json.dumps({"command": f"curl -H '{text}' https://api.example.org/deploy",
-                                      "env": {"KEY": text}}), role="tool_call", tool_name="Bash", turn="t2"),
-            log.msg("r1", json.dumps({"stdout": f"deploy ok\n{text}\n", "exit_code": 0}), role="tool_result",
-                    turn="t2"),
-            log.msg("s1", f"system prompt with {text}", role="system"),
-            log.msg("f1", "deploy screenshot attached", role="user", turn="t3",
-                    attachments=[{"id": f"att{i}", "name": f"deploy {text}.png", "mime_type": "image/png",
-                                  "bytes": 100}]),
-            log.msg("f2", "", role="user", turn="t3",
-                    attachments=[{"id": f"bt{i}", "name": text, "mime_type": "text/plain", "bytes": 5}]),
-        )
+        log = CorpusSession(logs / f"{i:02d}-{kind}.jsonl", f"secret-{i:02d}", cwd, "2026-11-20T09:00:00Z")
+        log.session(f"deploy notes {text}")
+        log.title(f"deploy again {text} later")
+        (log.message("u1", f"deploy with {text} please")
+            .message("a1", f"done: deploy used\n{text}\nand more", role="assistant")
+            .message("c1", json.dumps({"command": f"curl -H '{text}' https://api.example.org/deploy",
+                                       "env": {"KEY": text}}), role="tool_call", tool_name="Bash", turn_id="t2")
+            .message("r1", json.dumps({"stdout": f"deploy ok\n{text}\n", "exit_code": 0}), role="tool_result",
+                     turn_id="t2")
+            .message("s1", f"system prompt with {text}", role="system")
+            .message("f1", "deploy screenshot attached", role="user", turn_id="t3",
+                     attachments=[{"id": f"att{i}", "name": f"deploy {text}.png", "mime_type": "image/png",
+                                   "bytes": 100}])
+            .message("f2", "", role="user", turn_id="t3",
+                     attachments=[{"id": f"bt{i}", "name": text, "mime_type": "text/plain", "bytes": 5}]))
         pending = []
         for j, at in enumerate(split_points(f"deploy stream {text} end", body)):
             full = f"deploy stream {text} end"
@@ -140,7 +118,7 @@ def plant(logs: Path, cwd: str) -> list[tuple[Log, list[tuple[str, list[str], bo
                 pieces_ = [pieces_[0], pieces_[1][:cut], pieces_[1][cut:]]
             for settles in (True, False):  # one stream settles, its twin never does
                 mid = f"d{j}{'s' if settles else 'n'}"
-                log.write(log.msg(mid, pieces_[0], role="assistant", turn="t4", delta=True))
+                log.delta(mid, pieces_[0], role="assistant", turn_id="t4")
                 pending.append((mid, pieces_[1:], full if settles else None))
         streams.append((log, pending))
     return streams
@@ -153,10 +131,10 @@ def deliver(streams, step: int) -> bool:
     for log, pending in streams:
         for mid, rest, settle in pending:
             if step < len(rest):
-                log.write(log.msg(mid, rest[step], role="assistant", turn="t4", delta=True))
+                log.delta(mid, rest[step], role="assistant", turn_id="t4")
                 wrote = True
             elif step == len(rest) and settle is not None:
-                log.write(log.msg(mid, "settled: " + settle, role="assistant", turn="t4"))
+                log.message(mid, "settled: " + settle, role="assistant", turn_id="t4")
                 wrote = True
     return wrote
 
@@ -333,3 +311,48 @@ def test_a_claude_code_title_waiting_for_its_session_is_not_stored_bare(tmp_path
         ix.sync([str(tmp_path / "claude")], kind="claude-code")
         with ix.store.writer():
             assert_no_leak(database_files(db), "while a Claude Code title waits for its session")
+
+
+def test_an_index_built_by_redactor_version_1_is_rebuilt_without_its_secrets(index, db_path, logs_dir, canonical):
+    """Version 1 did not know keyed values in env form (`DB_PASSWORD=...`):
+    an index it built holds them, in text, titles and attachment names. A
+    version change rebuilds it, messages whose file is gone included, and no
+    byte of those secrets is left in the database or its WAL."""
+    from session_recall.indexer.ingest import fts_body
+
+    secret, gone = "Zq8xVw2LmN4pRt6yHun", "Pk7wQ2zXc9Lm4Rt8Vb"
+    a, b = canonical("sa"), canonical("sb", cwd="/home/ada/b")
+    write(logs_dir / "a.jsonl", a.session(), a.message("m1", f"export DB_PASSWORD={secret} then deploy"))
+    write(logs_dir / "b.jsonl", b.session(), b.message("m1", f"gone: DB_PASSWORD={gone} shrike"))
+    index.sync([logs_dir])
+    (logs_dir / "b.jsonl").unlink()
+    index.sync([logs_dir])
+    conn = index.store.conn
+    with index.store.writer():  # what version 1 stored: the values bare
+        for rowid, text in list(conn.execute("SELECT id, text FROM messages")):
+            bare = text.replace(text[text.index("=") + 1 : text.index(" ", text.index("="))],
+                                secret if "export" in text else gone)
+            conn.execute("UPDATE messages SET text = ? WHERE id = ?", (bare, rowid))
+            conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+            conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(bare, [])[0]))
+        conn.execute("UPDATE sessions SET title = ?", (f"title DB_PASSWORD={gone}",))
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'redactor_version'")
+    assert found(index, "shrike") == [("sb", "m1")]
+    assert index.status()["stale"]
+
+    report = index.sync([logs_dir])
+    assert report.rebuilt is True
+    assert index.status()["redactor_version"] == REDACTOR_VERSION
+    assert found(index, "shrike") == [("sb", "m1")] and found(index, "deploy") == [("sa", "m1")]
+    for text, _ in messages(index).values():
+        assert secret not in text and gone not in text
+    titles = [t for (t,) in conn.execute("SELECT title FROM sessions")]
+    assert all(gone not in (t or "") for t in titles)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for suffix in ("", "-wal"):
+        p = Path(f"{db_path}{suffix}")
+        if p.exists():
+            blob = p.read_bytes()
+            for s in (secret, gone):
+                for piece in {s[i : i + 8] for i in range(len(s) - 7)} | {s[i : i + 8].lower() for i in range(len(s) - 7)}:
+                    assert piece.encode() not in blob, (p.name, piece)

@@ -47,14 +47,15 @@ def build(root, loud: bool) -> Corpus:
     corpus = Corpus(root)
     app = corpus.session("a1", APP, title="zoo notes")
     for i in range(12):
-        app.say(f"m{i}", f"the zebra stripes note {i} " + "filler " * (i % 5), role="user" if i % 2 else "assistant")
-    app.say("m20", "斑马 在 动物园", role="user")
-    app.say("m21", "plain words without animals")
+        app.message(f"m{i}", f"the zebra stripes note {i} " + "filler " * (i % 5),
+                    role="user" if i % 2 else "assistant")
+    app.message("m20", "斑马 在 动物园", role="user")
+    app.message("m21", "plain words without animals")
     for name, cwd in (("d1", DENIED), ("o1", OTHER)):
         s = corpus.session(name, cwd, title="elsewhere")
         for i in range(45 if loud else 30):  # more messages, and longer ones, as well as other words
             words = "zebra giraffe 长颈鹿 斑马 " * (i % 3 + 1) if loud and i % 2 else "quartz basalt 花岗 玄武"
-            s.say(f"m{i}", f"{words} line {i}")
+            s.message(f"m{i}", f"{words} line {i}")
     return corpus
 
 

@@ -552,3 +552,37 @@ def test_no_line_breaks_a_parser(data, parser, path):
             events = []
         assert all(isinstance(e, (MessageEvent, SessionEvent, TitleEvent)) for e in events)
         state = orjson.loads(orjson.dumps(p.state))
+
+
+def test_kind_detection_reads_a_small_head_of_a_large_log(tmp_path, monkeypatch):
+    """The first lines of a file (its kind) are read in 64 KiB chunks: a pass
+    that detects the kind of thousands of logs does not read a whole MiB of
+    each in the writer process."""
+    from session_recall.indexer import files
+
+    log = tmp_path / "big.jsonl"
+    log.write_text("".join(json.dumps({"type": "progress", "n": i, "pad": "x" * 200}) + "\n" for i in range(20_000)))
+    read: list[int] = []
+
+    class Counted:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def read(self, n=-1):
+            data = self.fh.read(n)
+            read.append(len(data))
+            return data
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    monkeypatch.setattr(files, "open", lambda *a, **k: Counted(open(*a, **k)), raising=False)
+    first = [line for line, _ in zip(files.read_lines(str(log), 0), range(8))]
+    assert [json.loads(line[0])["n"] for line in first] == list(range(8))
+    assert 0 < sum(read) <= files.LINES_CHUNK < log.stat().st_size // 10

@@ -1,14 +1,21 @@
 """The Store's roles: a read-only connection for queries, one write path
 (the lock, atomic(), groups), meta and counts; the indexer's stream state is
-the indexer's, not the Store's."""
+the indexer's, not the Store's; a second writer is refused, naming the
+holder."""
 
 from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import apsw
 import pytest
 
 from session_recall.indexer.ingest import held_tails
-from session_recall.store import Store
+from session_recall.store import Store, WriterBusy
+from tests.helpers import write
 
 
 @pytest.fixture
@@ -80,3 +87,60 @@ def test_the_held_words_of_streams_belong_to_the_indexer_per_open_store(tmp_path
         assert held_tails(other) == {}
     finally:
         other.close()
+
+
+# --- one writer: a second is refused, naming the holder -----------------------------
+
+WAIT_S = 20.0
+
+HOLD_WRITER = """
+import sys
+from session_recall.store import Store
+store = Store(sys.argv[1])
+with store.writer():
+    sys.stdin.read()  # hold the lock until the test closes our stdin
+"""
+
+
+def _hold_writer(db_path: Path, logs_dir: Path, how: str, recall_cmd: list[str]) -> subprocess.Popen:
+    if how == "store.writer":
+        cmd = [sys.executable, "-c", HOLD_WRITER, str(db_path)]
+    else:
+        cmd = [*recall_cmd, "--db", str(db_path), "watch", str(logs_dir)]
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("how", ["store.writer", "recall watch"])
+def test_second_writer_is_refused_naming_the_holder(index, db_path, logs_dir, canonical, run_recall,
+                                                     recall_cmd, wait_until, how):
+    s = canonical("s1")
+    write(logs_dir / "s.jsonl", s.session(), s.message("m1", "hello"))
+    holder = _hold_writer(db_path, logs_dir, how, recall_cmd)
+    lock = Path(f"{db_path}.lock")
+    try:
+        wait_until(lambda: holder.poll() is not None or (lock.exists() and f"pid {holder.pid}" in lock.read_text()),
+                   WAIT_S, "the subprocess to take the writer lock")
+        assert holder.poll() is None, holder.stderr.read().decode()
+
+        with pytest.raises(WriterBusy, match=rf"\bpid {holder.pid}\b"):
+            index.sync([logs_dir])
+
+        cli = run_recall("--db", db_path, "index", logs_dir)
+        assert cli.returncode != 0
+        assert f"pid {holder.pid}" in cli.stderr
+        assert "only one indexer" in cli.stderr
+    finally:
+        if how == "store.writer":
+            holder.stdin.close()
+        else:
+            holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=WAIT_S)
+        holder.stderr.close()
+        if holder.stdin and not holder.stdin.closed:
+            holder.stdin.close()
+    assert holder.returncode == 0
+
+    # Released: the next writer proceeds.
+    report = index.sync([logs_dir])
+    assert index.status()["messages"] == 1
+    assert report.files == 1

@@ -2,60 +2,24 @@
 exactly the searchable messages, and every later change of a log (append, a
 partial last line, rewrite, truncate, delete, rename, a changed `.zst`,
 deltas that settle) leaves the index equal to what the logs now hold. Also the
-single writer, the CLI end to end, and the rebuild after a version change.
+rebuild after a version change, and how a pass writes the FTS index.
 
 Real files, real databases, real subprocesses."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import zstandard
 
 from session_recall import Index
-from session_recall.store import WriterBusy
 from session_recall.text.redact import REDACTOR_VERSION
 from session_recall.text.tokens import TOKENIZER_VERSION
-
-WAIT_S = 20.0
-
+from tests.helpers import found, messages, write
 
 # --- helpers ------------------------------------------------------------------
-
-
-def messages(ix: Index) -> dict[tuple[str, str], tuple[str, int]]:
-    """Every indexed message: (session_id, message_id) -> (text, settled).
-
-    Also checks that the database, FTS5 index included, is consistent, and
-    that each message has exactly one FTS5 row."""
-    conn = ix.store.conn
-    assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    n_fts = conn.execute("SELECT count(*) FROM message_fts").fetchone()[0]
-    assert n_fts == conn.execute("SELECT count(*) FROM messages").fetchone()[0]
-    return {
-        (sid, mid): (text, settled)
-        for sid, mid, text, settled in ix.store.conn.execute(
-            "SELECT s.session_id, m.message_id, m.text, m.settled FROM messages m JOIN sessions s ON s.id = m.session"
-        )
-    }
-
-
-def found(ix: Index, query: str) -> list[tuple[str, str]]:
-    """(session_id, message_id) of every message the query finds, sorted."""
-    return sorted((s["session_id"], h.message_id) for h, s in ix.search(query, limit=10_000))
-
-
-def write(path: Path, *chunks: bytes) -> int:
-    data = b"".join(chunks)
-    path.write_bytes(data)
-    return len(data)
 
 
 def append(path: Path, *chunks: bytes) -> int:
@@ -67,15 +31,6 @@ def append(path: Path, *chunks: bytes) -> int:
 
 def zst(data: bytes) -> bytes:
     return zstandard.ZstdCompressor().compress(data)
-
-
-def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
-    """Poll `predicate` until it holds; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 # --- a fresh build, then nothing to do ----------------------------------------
@@ -542,104 +497,6 @@ def test_deltas_and_settle_in_one_read(index, logs_dir, canonical):
     assert found(index, "draft") == []
 
 
-# --- one writer ---------------------------------------------------------------
-
-HOLD_WRITER = """
-import sys
-from session_recall.store import Store
-store = Store(sys.argv[1])
-with store.writer():
-    sys.stdin.read()  # hold the lock until the test closes our stdin
-"""
-
-
-def _hold_writer(db_path: Path, logs_dir: Path, how: str, recall_cmd: list[str]) -> subprocess.Popen:
-    if how == "store.writer":
-        cmd = [sys.executable, "-c", HOLD_WRITER, str(db_path)]
-    else:
-        cmd = [*recall_cmd, "--db", str(db_path), "watch", str(logs_dir)]
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-@pytest.mark.parametrize("how", ["store.writer", "recall watch"])
-def test_second_writer_is_refused_naming_the_holder(index, db_path, logs_dir, canonical, run_recall,
-                                                     recall_cmd, how):
-    s = canonical("s1")
-    write(logs_dir / "s.jsonl", s.session(), s.message("m1", "hello"))
-    holder = _hold_writer(db_path, logs_dir, how, recall_cmd)
-    lock = Path(f"{db_path}.lock")
-    try:
-        wait_for(lambda: holder.poll() is not None or (lock.exists() and f"pid {holder.pid}" in lock.read_text()),
-                 "the subprocess to take the writer lock")
-        assert holder.poll() is None, holder.stderr.read().decode()
-
-        with pytest.raises(WriterBusy, match=rf"\bpid {holder.pid}\b"):
-            index.sync([logs_dir])
-
-        cli = run_recall("--db", db_path, "index", logs_dir)
-        assert cli.returncode != 0
-        assert f"pid {holder.pid}" in cli.stderr
-        assert "only one indexer" in cli.stderr
-    finally:
-        if how == "store.writer":
-            holder.stdin.close()
-        else:
-            holder.send_signal(signal.SIGTERM)
-        holder.wait(timeout=WAIT_S)
-        holder.stderr.close()
-        if holder.stdin and not holder.stdin.closed:
-            holder.stdin.close()
-    assert holder.returncode == 0
-
-    # Released: the next writer proceeds.
-    report = index.sync([logs_dir])
-    assert index.status()["messages"] == 1
-    assert report.files == 1
-
-
-# --- the CLI end to end -------------------------------------------------------
-
-
-def test_cli_index_status_search(run_recall, tmp_path, fixture_sessions):
-    db = tmp_path / "cli.db"
-
-    first = run_recall("--db", db, "index", fixture_sessions)
-    assert first.returncode == 0, first.stderr
-    assert "12 messages added" in first.stdout
-
-    st = run_recall("--db", db, "status", "--json")
-    assert st.returncode == 0, st.stderr
-    status = json.loads(st.stdout)
-    assert (status["sessions"], status["messages"]) == (3, 12)
-    assert status["skipped"] == {"noise": 4}
-    assert [{k: s[k] for k in ("path", "kind", "files")} for s in status["sources"]] == [
-        {"path": os.path.realpath(fixture_sessions), "kind": "auto", "files": 3}
-    ]
-    assert isinstance(status["sources"][0]["last_indexed_at"], str)
-    assert status["schema_version"] >= 1
-    assert (status["tokenizer_version"], status["redactor_version"]) == (TOKENIZER_VERSION, REDACTOR_VERSION)
-
-    again = run_recall("--db", db, "index", "--json")  # every known source
-    assert again.returncode == 0, again.stderr
-    report = json.loads(again.stdout)
-    assert (report["messages_added"], report["files_read"], report["files"]) == (0, 0, 3)
-
-    # The fixtures' sessions live in other projects than this test's cwd.
-    found_cjk = run_recall("--db", db, "search", "--all-projects", "字体")
-    assert found_cjk.returncode == 0, found_cjk.stderr
-    assert "上周给简历选的什么字体" in found_cjk.stdout
-
-    found_en = run_recall("--db", db, "search", "--all-projects", "--json", "serif")
-    assert found_en.returncode == 0, found_en.stderr
-    hits = {
-        (r["session_id"], m["message_id"])
-        for r in json.loads(found_en.stdout)["results"]
-        for m in r["passage"]["messages"]
-        if m["is_hit"]
-    }
-    assert {s for s, _ in hits} == {"a3f1c2d4-0001", "b7e9d0c1-0002"}  # both sessions that say Serif
-
-
 # --- a version change rebuilds ------------------------------------------------
 
 
@@ -718,32 +575,8 @@ def test_each_message_records_whether_its_text_is_in_nfkc(index, logs_dir, canon
     assert [m.message_id for m in result.passage.messages if m.is_anchor] == ["m3"]
 
 
-def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonical):
-    """Question mode verifies and re-scores only the first QUESTION_POOL hits
-    in bm25 order (docs/recall.md), however many messages hold a keyword."""
-    from session_recall.query.rank import Ranking
-
-    QUESTION_POOL = Ranking().question_pool
-
-    a = canonical("sess-pool")
-    lines = [a.session()] + [a.message(f"m{i}", f"the kerning table number {i}") for i in range(QUESTION_POOL + 50)]
-    write(logs_dir / "a.jsonl", *lines)
-    index.sync([str(logs_dir)], kind="canonical")
-    env = index.recall("", question="what about kerning?", all_projects=True)
-    assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
-
-
 def _fts_segments(ix: Index) -> int:
     return ix.store.conn.execute("SELECT count(DISTINCT segid) FROM message_fts_idx").fetchone()[0]
-
-
-def test_the_fts_table_keeps_its_settings(index):
-    """FTS5 stores `hashsize` (migrations.FTS_SETTINGS) in its own config
-    table, so every later connection writes with it."""
-    from session_recall.migrations import FTS_SETTINGS
-
-    stored = dict(index.store.conn.execute("SELECT k, v FROM message_fts_config"))
-    assert FTS_SETTINGS and {k: stored.get(k) for k in FTS_SETTINGS} == FTS_SETTINGS
 
 
 def test_a_bulk_pass_ends_with_one_fts_segment(index, logs_dir, canonical, monkeypatch):
@@ -789,80 +622,3 @@ def test_a_first_pass_lists_new_files_in_one_transaction(index, logs_dir, canoni
     assert len(found(index, "ligature")) == 40
 
 
-def test_kind_detection_reads_a_small_head_of_a_large_log(tmp_path, monkeypatch):
-    """The first lines of a file (its kind) are read in 64 KiB chunks: a pass
-    that detects the kind of thousands of logs does not read a whole MiB of
-    each in the writer process."""
-    from session_recall.indexer import files
-
-    log = tmp_path / "big.jsonl"
-    log.write_text("".join(json.dumps({"type": "progress", "n": i, "pad": "x" * 200}) + "\n" for i in range(20_000)))
-    read: list[int] = []
-
-    class Counted:
-        def __init__(self, fh):
-            self.fh = fh
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.fh.close()
-
-        def read(self, n=-1):
-            data = self.fh.read(n)
-            read.append(len(data))
-            return data
-
-        def __getattr__(self, name):
-            return getattr(self.fh, name)
-
-    monkeypatch.setattr(files, "open", lambda *a, **k: Counted(open(*a, **k)), raising=False)
-    first = [line for line, _ in zip(files.read_lines(str(log), 0), range(8))]
-    assert [json.loads(line[0])["n"] for line in first] == list(range(8))
-    assert 0 < sum(read) <= files.LINES_CHUNK < log.stat().st_size // 10
-
-
-def test_an_index_built_by_redactor_version_1_is_rebuilt_without_its_secrets(index, db_path, logs_dir, canonical):
-    """Version 1 did not know keyed values in env form (`DB_PASSWORD=...`):
-    an index it built holds them, in text, titles and attachment names. A
-    version change rebuilds it, messages whose file is gone included, and no
-    byte of those secrets is left in the database or its WAL."""
-    from session_recall.indexer.ingest import fts_body
-
-    secret, gone = "Zq8xVw2LmN4pRt6yHun", "Pk7wQ2zXc9Lm4Rt8Vb"
-    a, b = canonical("sa"), canonical("sb", cwd="/home/ada/b")
-    write(logs_dir / "a.jsonl", a.session(), a.message("m1", f"export DB_PASSWORD={secret} then deploy"))
-    write(logs_dir / "b.jsonl", b.session(), b.message("m1", f"gone: DB_PASSWORD={gone} shrike"))
-    index.sync([logs_dir])
-    (logs_dir / "b.jsonl").unlink()
-    index.sync([logs_dir])
-    conn = index.store.conn
-    with index.store.writer():  # what version 1 stored: the values bare
-        for rowid, text in list(conn.execute("SELECT id, text FROM messages")):
-            bare = text.replace(text[text.index("=") + 1 : text.index(" ", text.index("="))],
-                                secret if "export" in text else gone)
-            conn.execute("UPDATE messages SET text = ? WHERE id = ?", (bare, rowid))
-            conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
-            conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, fts_body(bare, [])[0]))
-        conn.execute("UPDATE sessions SET title = ?", (f"title DB_PASSWORD={gone}",))
-        conn.execute("UPDATE meta SET value = '1' WHERE key = 'redactor_version'")
-    assert found(index, "shrike") == [("sb", "m1")]
-    assert index.status()["stale"]
-
-    report = index.sync([logs_dir])
-    assert report.rebuilt is True
-    assert index.status()["redactor_version"] == REDACTOR_VERSION
-    assert found(index, "shrike") == [("sb", "m1")] and found(index, "deploy") == [("sa", "m1")]
-    for text, _ in messages(index).values():
-        assert secret not in text and gone not in text
-    titles = [t for (t,) in conn.execute("SELECT title FROM sessions")]
-    assert all(gone not in (t or "") for t in titles)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    for suffix in ("", "-wal"):
-        p = Path(f"{db_path}{suffix}")
-        if p.exists():
-            blob = p.read_bytes()
-            for s in (secret, gone):
-                for piece in {s[i : i + 8] for i in range(len(s) - 7)} | {s[i : i + 8].lower() for i in range(len(s) - 7)}:
-                    assert piece.encode() not in blob, (p.name, piece)

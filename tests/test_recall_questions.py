@@ -1,0 +1,67 @@
+"""Partial matches and questions: two terms never together give marked partial
+matches; a question alone finds the right session in Chinese and English."""
+
+from __future__ import annotations
+
+from tests.helpers import write
+
+
+def test_two_terms_never_together_give_marked_partial_matches(proj, corpus):
+    corpus.session("s1", proj).message("m1", "the alpha release is out")
+    corpus.session("s2", proj).message("m1", "beta testers signed up")
+    corpus.session("s3", proj).message("m1", "alpha and gamma, but not the other one")
+    ix = corpus.open()
+    env = ix.recall("alpha beta", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results and all(r.partial for r in env.results)
+    assert "partial" in env.hint and "'alpha'" in env.hint and "'beta'" in env.hint
+    assert {tuple(r.matched_terms) for r in env.results} == {("alpha",), ("beta",)}
+    env = ix.recall("alpha beta gamma", cwd=str(proj))
+    assert env.status == "partial"
+    assert env.results[0].session_id == "s3" and sorted(env.results[0].matched_terms) == ["alpha", "gamma"]
+    # when the terms do meet, nothing is partial
+    env = ix.recall("alpha gamma", cwd=str(proj))
+    assert env.status == "ok" and [r.partial for r in env.results] == [False]
+    assert "partial" not in env.hint
+
+
+def test_a_question_alone_finds_the_right_session_in_chinese_and_english(proj, corpus):
+    zh = corpus.session("zh", proj, title="简历模板的字体", started_at="2026-11-24T14:02:00Z")
+    zh.message("u1", "上周给简历选的什么字体？我想把中文部分也统一一下。")
+    zh.message("a1", "上周我们给简历正文选了 Source Serif 4，中文部分建议用思源宋体。", role="assistant")
+    en = corpus.session("en", proj, title="Résumé layout", started_at="2026-11-20T09:12:00Z")
+    en.message("u1", "Which font should we use for the résumé? It has to print well.")
+    en.message("a1", "Let's pick Source Serif 4 for the body and Inter for headings.", role="assistant")
+    noise = corpus.session("noise", proj, started_at="2026-11-28T10:00:00Z")
+    noise.message("u1", "简历的页边距再调小一点", turn_id="t1")
+    noise.message("u2", "The checkout button needs a bigger font-size.", turn_id="t2")
+    noise.message("u3", "字体文件太大了，压缩一下", turn_id="t3")
+    ix = corpus.open()
+    env = ix.recall(query="", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "zh"
+    assert {"简历", "字体"} <= set(env.diagnostics.terms)
+    assert any(m.is_hit for m in env.results[0].passage.messages)
+    env = ix.recall(query="", question="Which font did we pick for the résumé last week?", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "en"
+    assert "font" in env.diagnostics.terms and "résumé" in env.diagnostics.terms
+    # a question with a query: the query still filters (AND), the question ranks
+    env = ix.recall("serif", question="上周给简历选的什么字体？", cwd=str(proj))
+    assert {r.session_id for r in env.results} == {"zh", "en"}
+    assert env.results[0].session_id == "zh"
+
+
+def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonical):
+    """Question mode verifies and re-scores only the first QUESTION_POOL hits
+    in bm25 order (docs/recall.md), however many messages hold a keyword."""
+    from session_recall.query.rank import Ranking
+
+    QUESTION_POOL = Ranking().question_pool
+
+    a = canonical("sess-pool")
+    lines = [a.session()] + [a.message(f"m{i}", f"the kerning table number {i}") for i in range(QUESTION_POOL + 50)]
+    write(logs_dir / "a.jsonl", *lines)
+    index.sync([str(logs_dir)], kind="canonical")
+    env = index.recall("", question="what about kerning?", all_projects=True)
+    assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
