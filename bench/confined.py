@@ -1,7 +1,7 @@
 """What answering a confined caller costs, on a kept bench index.
 
-    python bench/run.py --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
-    python bench/confined.py bench/out/250-mixed.json [--reps 5]
+    python -m bench.run --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
+    python -m bench.confined bench/out/250-mixed.json [--reps 5]
 
 A caller under a deny or allow list (or in a project scope while
 all_projects is not allowed) is ranked with statistics of its own scope
@@ -19,24 +19,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import run  # noqa: E402  (it also puts the project on the path)
-
-from session_recall import Index  # noqa: E402
-from session_recall.config import Settings  # noqa: E402
+from bench.common import kept_index, label
+from session_recall import Index
+from session_recall.config import Settings
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Confined against unconfined recall, on a kept bench index.")
-    ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
+    ap.add_argument("run_json", type=Path, help="the JSON of a `python -m bench.run ... --keep` run")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
-    res, db = run.kept_index(args.run_json)
+    res, db = kept_index(args.run_json)
     if db is None:
         return 2
     with Index.open(str(db)) as probe:
@@ -57,15 +53,15 @@ def main(argv: list[str] | None = None) -> int:
                     env = ix.recall(q["query"], question=q["question"], cwd=busiest, limit=5)
                     times[name].append((time.perf_counter() - t0) * 1000)
                     found[name] = env.status
-            assert found["unconfined"] == found["confined"], f"the two disagree on {run.label(q)}: {found}"
-            rows.append((run.label(q), *(statistics.median(times[n]) for n in ixs)))
+            assert found["unconfined"] == found["confined"], f"the two disagree on {label(q)}: {found}"
+            rows.append((label(q), *(statistics.median(times[n]) for n in ixs)))
     print(f"scope: the busiest project ({busiest}), {len(others)} other projects denied\n")
     print("| query | unconfined ms | confined ms | confined / unconfined |\n|---|---:|---:|---:|")
     for name, a, b in rows:
         print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
-    for label, pick in (("median of the mix", statistics.median), ("sum of the mix", sum)):
+    for summary, pick in (("median of the mix", statistics.median), ("sum of the mix", sum)):
         a, b = pick([r[1] for r in rows]), pick([r[2] for r in rows])
-        print(f"| {label} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
+        print(f"| {summary} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
     return 0
 
 

@@ -1,6 +1,6 @@
 """A deterministic generator of session logs in the canonical format, for the benchmarks.
 
-    python bench/corpus.py --size-mb 25 [--profile mixed|noise|cjk] [--out bench/out]
+    python -m bench.corpus --size-mb 25 [--profile mixed|noise|cjk] [--out bench/out]
 
 Everything here is seeded: the same parameters give byte-identical logs and the
 same query mix, so a corpus can be regenerated anywhere instead of committed.
@@ -14,8 +14,9 @@ them, so posting lists, document frequencies and message sizes look like an
 agent's history, not like uniform noise.
 
 Two users of the text generator (TextGen):
-- bench/storage_choice.py builds in-memory messages (its own loop, unchanged,
-  so its published corpus is reproduced byte for byte);
+- bench/storage_choice.py built in-memory messages (its own loop, so its
+  published corpus, docs/storage.md, is reproduced byte for byte; the script
+  has left the tree, commit e394d56 holds it);
 - generate() below writes whole canonical logs (contract section 2.1): one
   session per file, `session` and `title` lines, settled `message` lines,
   streamed `message_delta` lines that a later `message` settles, and noise
@@ -70,7 +71,7 @@ _CJK_FULL = re.compile(f"[{CJK_CLASS}]+")
 # Vocabularies
 # ---------------------------------------------------------------------------
 
-# The small list bench/storage_choice.py was published with: common English and
+# The small list bench/storage_choice.py (docs/storage.md) was published with: common English and
 # programming words, roughly most frequent first, sampled with Zipf weights.
 # Kept as it was so that its corpus (docs/storage.md) can be reproduced.
 SMALL_ENGLISH = """

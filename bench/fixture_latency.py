@@ -1,4 +1,4 @@
-"""Warm recall latency on the shipped fixtures: `python bench/fixture_latency.py`.
+"""Warm recall latency on the shipped fixtures: `python -m bench.fixture_latency`.
 
 Indexes fixtures/ into a temporary database, then times Index.recall over a
 small query mix (Chinese, English, phrases, symbols, a scan-only term) many
@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import ROOT
 from session_recall import Index
 from session_recall.config import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["字体", "显示", "font", '"source serif"', "100%", "C++", "简历 模板", "deploy preview", "->"]
 
 

@@ -1,6 +1,6 @@
 """What hostile input costs the indexer: each worst case at n and 2n bytes.
 
-    python bench/hostile_cost.py [--mb N] [--json OUT.json] [--only NAME,...]
+    python -m bench.hostile_cost [--mb N] [--json OUT.json] [--only NAME,...]
 
 For every case, builds an input of about N MB (default 4) and of 2N, runs the
 part of the indexer the case aims at on each, and prints the seconds of CPU
@@ -36,11 +36,9 @@ from pathlib import Path
 import orjson
 import zstandard
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from session_recall.indexer import files as F  # noqa: E402
-from session_recall.indexer import pipeline as P  # noqa: E402
-from session_recall.text.tokens import index_body_form  # noqa: E402
+from session_recall.indexer import files as F
+from session_recall.indexer import pipeline as P
+from session_recall.text.tokens import index_body_form
 
 SID = "bench-hostile"
 

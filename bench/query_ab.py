@@ -1,7 +1,7 @@
 """Recall's query engine against that of another commit, on a kept bench index.
 
-    python bench/run.py --size-mb 1000 --profile mixed --json bench/out/1000-mixed.json --keep
-    python bench/query_ab.py bench/out/1000-mixed.json --base REV [--scope all|busiest] [--extra json error]
+    python -m bench.run --size-mb 1000 --profile mixed --json bench/out/1000-mixed.json --keep
+    python -m bench.query_ab bench/out/1000-mixed.json --base REV [--scope all|busiest] [--extra json error]
 
 These machines swing by tens of percent within minutes, so two bench runs
 cannot show a query change of that size. This runs both engines in one
@@ -33,11 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import run  # noqa: E402  (it also puts the project on the path)
-
-from session_recall import Index  # noqa: E402
+from bench.common import ROOT, kept_index, label
+from session_recall import Index
 
 BASE_PACKAGE = "session_recall.query_base"
 
@@ -47,8 +44,7 @@ def engine_of(rev: str):
     package loaded as `session_recall.query_base`: its relative imports of
     its own stages (`.parse`, `.retrieve`, ...) resolve within it, those of
     the rest of the project (`..config`, `..text`) to the current modules."""
-    root = Path(__file__).resolve().parent.parent
-    archive = subprocess.run(["git", "archive", "--format=tar", rev, "session_recall/query"], cwd=root, check=True,
+    archive = subprocess.run(["git", "archive", "--format=tar", rev, "session_recall/query"], cwd=ROOT, check=True,
                              capture_output=True).stdout
     tmp = Path(tempfile.mkdtemp(prefix="query-ab-"))
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -64,13 +60,13 @@ def engine_of(rev: str):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="A/B of the query side against a commit's, on a kept bench index.")
-    ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
+    ap.add_argument("run_json", type=Path, help="the JSON of a `python -m bench.run ... --keep` run")
     ap.add_argument("--base", required=True, help="the commit whose query package is the baseline")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--scope", choices=["all", "busiest"], default="all")
     ap.add_argument("--extra", nargs="*", default=[], help="more term queries")
     args = ap.parse_args(argv)
-    res, db = run.kept_index(args.run_json)
+    res, db = kept_index(args.run_json)
     if db is None:
         return 2
     base = engine_of(args.base)
@@ -95,15 +91,15 @@ def main(argv: list[str] | None = None) -> int:
                     times[name].append((time.perf_counter() - t0) * 1000)
                     answers[name] = [(r.session_id, r.score) for r in env.results]
             assert answers["base"] == answers["now"], f"the engines disagree on {query or question!r}"
-            rows.append((run.label({"query": query, "question": question}),
+            rows.append((label({"query": query, "question": question}),
                          *(statistics.median(times[n]) for n in engines)))
     print(f"| query | {args.base} ms | now ms | base / now |\n|---|---:|---:|---:|")
     for name, b, n in rows:
         print(f"| {name} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")
     mix = rows[:len(res["queries"])]
-    for label, pick in (("median of the run's mix", statistics.median), ("sum of the run's mix", sum)):
+    for summary, pick in (("median of the run's mix", statistics.median), ("sum of the run's mix", sum)):
         b, n = pick([r[1] for r in mix]), pick([r[2] for r in mix])
-        print(f"| {label} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")
+        print(f"| {summary} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")
     return 0
 
 

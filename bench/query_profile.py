@@ -1,7 +1,7 @@
 """Where a recall's time goes, query by query, on an index a bench run kept.
 
-    python bench/run.py --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
-    python bench/query_profile.py bench/out/250-mixed.json
+    python -m bench.run --size-mb 250 --profile mixed --json bench/out/250-mixed.json --keep
+    python -m bench.query_profile bench/out/250-mixed.json
 
 For each query of the run's mix (warm, median of up to --reps runs, fewer
 for a slow one, as in run.py); a question is asked for its keywords, any of
@@ -32,17 +32,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from run import kept_index, label, median_ms, weighted_percentile  # noqa: E402  (puts the project on the path)
-
-from session_recall import Index  # noqa: E402
-from session_recall.query.parse import fts_query  # noqa: E402
-from session_recall.query.rank import Ranking  # noqa: E402
-from session_recall.query.retrieve import Run  # noqa: E402
+from bench.common import kept_index, label, median_ms, weighted_percentile
+from session_recall import Index
+from session_recall.query.parse import fts_query
+from session_recall.query.rank import Ranking
+from session_recall.query.retrieve import Run
 
 
 def profile(db: Path, queries: list[dict], reps: int, ranking: Ranking) -> list[dict]:
@@ -116,7 +112,7 @@ def render_floor(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Per-query split of recall's time on a kept bench index.")
-    ap.add_argument("run_json", type=Path, help="the JSON of a `bench/run.py ... --keep` run")
+    ap.add_argument("run_json", type=Path, help="the JSON of a `python -m bench.run ... --keep` run")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--first-page", type=int, default=Ranking().fts_first_page,
                     help=f"recall's first FTS5 page (default {Ranking().fts_first_page}; 0 reads every candidate in "

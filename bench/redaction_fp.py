@@ -1,6 +1,6 @@
 """The redactor's speed against a base revision, and its false-positive share.
 
-    python bench/redaction_fp.py [--base main] [--corpus-mb 4] [--dense-mb 1] [--long-mb 10] [--reps 3]
+    python -m bench.redaction_fp [--base main] [--corpus-mb 4] [--dense-mb 1] [--long-mb 10] [--reps 3]
 
 Side by side, in MB/s of message text, the redactor of `--base` (read with
 `git show BASE:session_recall/text/redact.py` into a temporary module) and
@@ -35,10 +35,8 @@ import time
 import types
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
+from bench import corpus as C
+from bench.common import ROOT
 from session_recall.indexer.project import project, visible_text
 from session_recall.text import redact as current
 
@@ -67,8 +65,6 @@ def transcript_texts(shared: Path) -> list[str]:
 
 
 def corpus_texts(mb: float, work: Path) -> list[str]:
-    import corpus as C
-
     c, _ = C.ensure(C.params_for("mixed", mb), work / f"corpus-{mb}")
     out = []
     for f in sorted(c.root.rglob("*.jsonl")):

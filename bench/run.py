@@ -1,6 +1,6 @@
 """The benchmark of issue 5: every figure beside its baseline, measured in one run.
 
-    python bench/run.py --size-mb N [--json OUT.json] [--corpus DIR] [--profile noise|cjk|mixed]
+    python -m bench.run --size-mb N [--json OUT.json] [--corpus DIR] [--profile noise|cjk|mixed]
 
 Builds (or reuses) a deterministic corpus of canonical logs (bench/corpus.py),
 then measures, on that corpus and this machine, in this order:
@@ -55,7 +55,7 @@ The machine is shared and noisy: absolute figures move from run to run, the
 ratios much less. Your RECALL_* environment and config file are ignored here:
 every index is opened with default settings.
 
-`python bench/run.py --render OUT.json` prints the tables of an earlier run again.
+`python -m bench.run --render OUT.json` prints the tables of an earlier run again.
 
 `--cprofile FILE` adds a second, profiled build (into a scratch database; the
 measured build is never profiled) and prints its top entries by cumulative time.
@@ -77,16 +77,11 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+import apsw
+import orjson
 
-import apsw  # noqa: E402
-import orjson  # noqa: E402
-
-import corpus as C  # noqa: E402
+from bench import corpus as C
+from bench.common import QUERY_BUDGET_S, ROOT, isolate, label, median_ms, weighted_percentile, work_dir
 
 # The keys every run writes (tests/test_bench_smoke.py checks them).
 KEYS = (
@@ -95,25 +90,11 @@ KEYS = (
     "freshness_p99_ms",
 )
 RG_INSTALL = "apt-get install -y ripgrep"
-QUERY_BUDGET_S = 2.0  # a slow query is repeated fewer times (at least 3), within about this long
 
 
 # ---------------------------------------------------------------------------
 # Environment
 # ---------------------------------------------------------------------------
-
-
-def isolate(work: Path) -> dict[str, str]:
-    """Default settings for this process and its children: no RECALL_*
-    variable, and an empty config file instead of the user's."""
-    for k in [k for k in os.environ if k.startswith("RECALL_")]:
-        del os.environ[k]
-    cfg = work / "config.toml"
-    cfg.write_text("", encoding="utf-8")
-    os.environ["RECALL_CONFIG"] = str(cfg)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return env
 
 
 def machine() -> dict:
@@ -198,7 +179,7 @@ def child_build(db: str, root: str, cprofile: str | None) -> int:
 def build(db: Path, root: Path, env: dict, cprofile: Path | None = None) -> dict:
     for suffix in ("", "-wal", "-shm", ".lock"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--build-child", str(db), str(root)]
+    cmd = [sys.executable, "-m", "bench.run", "--build-child", str(db), str(root)]
     if cprofile:
         cmd.append(str(cprofile))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT))
@@ -246,39 +227,6 @@ def index_facts(db: Path) -> dict:
 # ---------------------------------------------------------------------------
 # 3. Queries
 # ---------------------------------------------------------------------------
-
-
-def work_dir(root: Path) -> Path:
-    """Where a run on the corpus at `root` keeps its databases (`--keep`)."""
-    return root.with_name(root.name + ".work")
-
-
-def kept_index(run_json: Path) -> tuple[dict, Path | None]:
-    """The results of a run, and the index it kept (None, with a message on
-    stderr, if it kept none)."""
-    res = json.loads(run_json.read_text(encoding="utf-8"))
-    db = work_dir(Path(res["corpus"]["root"])) / "recall.db"
-    if not db.exists():
-        print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
-        return res, None
-    return res, db
-
-
-def label(q: dict) -> str:
-    return q["query"] if q["query"] else f"question={q['question']}"
-
-
-def weighted_percentile(per_query: list[list[float]], pct: float) -> float:
-    """The pct-th percentile of all samples, each query weighing the same
-    whatever its number of samples."""
-    pool = sorted((v, 1.0 / len(s)) for s in per_query if s for v in s)
-    total = sum(w for _, w in pool)
-    acc = 0.0
-    for v, w in pool:
-        acc += w
-        if acc >= total * pct / 100 - 1e-12:
-            return v
-    return pool[-1][0]
 
 
 def time_recall(db: Path, queries: list[dict], reps: int) -> list[dict]:
@@ -446,20 +394,6 @@ def trigram_sql(terms: list[str]) -> tuple[str, list[str]]:
         return (f"SELECT rowid FROM u WHERE u MATCH ?{likes} ORDER BY rank LIMIT 5",
                 [" AND ".join(_fts_string(t) for t in long)] + [_like(t) for t in short])
     return (f"SELECT rowid FROM u WHERE 1{likes} ORDER BY rowid DESC LIMIT 5", [_like(t) for t in short])
-
-
-def median_ms(fn, reps: int) -> float:
-    """Median ms of fn(), after one warm-up run; fewer runs when slow."""
-    t0 = time.perf_counter()
-    fn()
-    first = time.perf_counter() - t0
-    n = max(3, min(reps, int(QUERY_BUDGET_S / first) if first else reps))
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def time_sql(conn: apsw.Connection, sql: str, params: list, reps: int) -> float:
@@ -807,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
         "freshness_p99_ms": fr["p99_ms"],
         "slowest_query": f"`{label(slowest)}` ({slowest['category']}, {slowest['engine']}) "
                          f"{slowest['p50_ms']:.1f} ms median",
-        "command": "python bench/run.py " + " ".join(str(a) for a in argv),
+        "command": "python -m bench.run " + " ".join(str(a) for a in argv),
         "machine": info,
         "corpus": {"profile": args.profile, "root": str(root), "params": corpus.manifest["params"], "reused": reused,
                    "raw_bytes": corpus.raw_bytes, "totals": corpus.manifest["totals"],

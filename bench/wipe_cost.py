@@ -1,6 +1,6 @@
 """What "deleted means gone" costs, beside the build of the same corpus.
 
-    python bench/wipe_cost.py --size-mb N [--forget-share 0.1] [--runs 3] [--json OUT.json]
+    python -m bench.wipe_cost --size-mb N [--forget-share 0.1] [--runs 3] [--json OUT.json]
 
 On a deterministic corpus (bench/corpus.py, copied into a scratch folder so
 that logs can be deleted), in this process and with default settings:
@@ -28,17 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for p in (str(ROOT), str(HERE)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import corpus as C  # noqa: E402
-from run import isolate, work_dir  # noqa: E402
-
-from session_recall import Index  # noqa: E402
-from session_recall.store import Store  # noqa: E402
+from bench import corpus as C
+from bench.common import isolate, work_dir
+from session_recall import Index
+from session_recall.store import Store
 
 KEYS = ("build_s", "build_s_secure_delete_off", "secure_delete_ratio", "secure_delete_cpu_ratio", "prune_s",
         "prune_optimize_s", "prune_checkpoint_s", "rebuild_s", "rebuild_optimize_s", "rebuild_vacuum_s",

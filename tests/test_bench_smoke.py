@@ -1,8 +1,8 @@
 """The benchmark runs, end to end, on a tiny corpus (issue 5, item 4).
 
-`python bench/run.py --size-mb 2 --json OUT` must exit 0 and write every key
+`python -m bench.run --size-mb 2 --json OUT` must exit 0 and write every key
 of the bench's JSON as a number (rg_ratio may be null where ripgrep is not
-installed), and `bench/query_profile.py` must read the index it kept. No
+installed), and `python -m bench.query_profile` must read the index it kept. No
 timing is asserted: CI machines are shared and noisy.
 """
 
@@ -31,7 +31,7 @@ KEYS = (
 def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--size-mb", "2", "--json", str(out),
+        [sys.executable, "-m", "bench.run", "--size-mb", "2", "--json", str(out),
          "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5", "--keep"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
@@ -72,7 +72,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert terms(floor) == terms(index) != []
 
     # the kept index feeds the per-query profile: one row per query of the mix
-    prof = subprocess.run([sys.executable, str(ROOT / "bench" / "query_profile.py"), str(out), "--reps", "1"],
+    prof = subprocess.run([sys.executable, "-m", "bench.query_profile", str(out), "--reps", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert prof.returncode == 0, prof.stderr[-3000:]
     per_query, floor_table = prof.stdout.split("\n\n")
@@ -90,7 +90,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
     # per query of the mix and per extra term, then the median and the sum. HEAD's engine is a real
     # second engine, loaded from git beside the current one.
-    ab = subprocess.run([sys.executable, str(ROOT / "bench" / "query_ab.py"), str(out), "--base", "HEAD",
+    ab = subprocess.run([sys.executable, "-m", "bench.query_ab", str(out), "--base", "HEAD",
                          "--reps", "1", "--extra", "qzxjvkwy"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert ab.returncode == 0, ab.stdout[-3000:] + ab.stderr[-3000:]
     rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
@@ -99,28 +99,25 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
 
     # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
     # asserts that), one row per query of the mix, then the median and the sum.
-    confined = subprocess.run([sys.executable, str(ROOT / "bench" / "confined.py"), str(out), "--reps", "1"],
+    confined = subprocess.run([sys.executable, "-m", "bench.confined", str(out), "--reps", "1"],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert confined.returncode == 0, confined.stdout[-3000:] + confined.stderr[-3000:]
     rows = [line for line in confined.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
     assert len(rows) == len(data["queries"]) + 2 and rows[-1].startswith("| sum of the mix |")
 
 def test_wipe_cost_runs_and_writes_every_key(tmp_path: Path) -> None:
-    """`bench/wipe_cost.py` on a tiny corpus: exits 0, prints its table and
+    """`python -m bench.wipe_cost` on a tiny corpus: exits 0, prints its table and
     writes every figure as a number (no timing asserted)."""
     out = tmp_path / "wipe.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "wipe_cost.py"), "--size-mb", "1", "--runs", "1",
+        [sys.executable, "-m", "bench.wipe_cost", "--size-mb", "1", "--runs", "1",
          "--corpus", str(tmp_path / "corpus"), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     data = json.loads(out.read_text(encoding="utf-8"))
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        from wipe_cost import KEYS as WIPE_KEYS
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    from bench.wipe_cost import KEYS as WIPE_KEYS
+
     for key in WIPE_KEYS:
         value = data[key]
         assert isinstance(value, (int, float)) and math.isfinite(value) and value >= 0, (key, value)
@@ -129,7 +126,7 @@ def test_wipe_cost_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert not (tmp_path / "corpus.work" / "wipe" / "logs").exists()  # the scratch copy is gone
 
 def test_the_redaction_bench_runs_and_writes_its_figures(tmp_path: Path) -> None:
-    """`bench/redaction_fp.py` on tiny inputs, against this checkout's HEAD
+    """`python -m bench.redaction_fp` on tiny inputs, against this checkout's HEAD
     (always there in a git checkout): it exits 0 and writes every figure."""
     if subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True).returncode != 0:
         import pytest
@@ -137,7 +134,7 @@ def test_the_redaction_bench_runs_and_writes_its_figures(tmp_path: Path) -> None
         pytest.skip("not a git checkout")
     out = tmp_path / "fp.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "redaction_fp.py"), "--base", "HEAD", "--corpus-mb", "0.1",
+        [sys.executable, "-m", "bench.redaction_fp", "--base", "HEAD", "--corpus-mb", "0.1",
          "--dense-mb", "0.02", "--long-mb", "0.1", "--reps", "1", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )

@@ -604,14 +604,14 @@ def test_a_long_run_of_combining_marks_folds_in_linear_time_and_exactly():
 
 
 def test_the_cost_bench_runs(tmp_path: Path) -> None:
-    """bench/hostile_cost.py on tiny inputs: a figure per case. No ratio is
+    """`python -m bench.hostile_cost` on tiny inputs: a figure per case. No ratio is
     asserted (shared CI machines are noisy); the figures are in
     docs/reliability.md."""
     import json
 
     out = tmp_path / "cost.json"
     cases = "pipeline_nul_runs,pipeline_blank_runs,pipeline_zst_newlines,text_combining_marks"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "hostile_cost.py"), "--mb", "0.02",
+    proc = subprocess.run([sys.executable, "-m", "bench.hostile_cost", "--mb", "0.02",
                            "--only", cases, "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

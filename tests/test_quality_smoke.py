@@ -1,6 +1,6 @@
 """The recall-quality harness runs on a slice of the labelled sets (issue 7).
 
-`python bench/quality/run.py --limit-questions 100 --json OUT` indexes the
+`python -m bench.quality.evaluate --limit-questions 100 --json OUT` indexes the
 CMRC 2018, Cranfield and mixed sets through the normal pipeline and asks the
 first 100 questions of each. Asserted: it runs, reports every system on every
 set, and session-recall is not below the plain unicode61 baseline on hit@1
@@ -28,7 +28,7 @@ DATA = ROOT / ".." / "shared" / "data"
 def test_quality_harness_runs_and_ours_is_not_below_plain_unicode61(tmp_path: Path) -> None:
     out = tmp_path / "quality.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "quality" / "run.py"), "--set", "all", "--limit-questions", "100",
+        [sys.executable, "-m", "bench.quality.evaluate", "--set", "all", "--limit-questions", "100",
          "--json", str(out), "--require-data"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )

@@ -1,7 +1,7 @@
 """What each ranking choice buys: session-recall on the labelled sets with one
 choice undone at a time (the rest as shipped).
 
-    python bench/quality/ablate.py [--set cmrc|cranfield|mixed|all] [--limit-questions N]
+    python -m bench.quality.ablate [--set cmrc|cranfield|mixed|all] [--limit-questions N]
 
 Each variant is a `Ranking(...)` the engine ranks with, or a choice of the
 question's keyword extraction (module constants of session_recall.query.keywords,
@@ -15,14 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import datasets as D  # noqa: E402
-import run as R  # noqa: E402
-
-from session_recall.query import keywords as K  # noqa: E402
-from session_recall.query.rank import Ranking  # noqa: E402
+from bench.quality import datasets as D
+from bench.quality import evaluate as E
+from session_recall.query import keywords as K
+from session_recall.query.rank import Ranking
 
 # (label, the ranking, keyword choices as (name, value) of the keywords module)
 VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
@@ -47,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="recall-ablate-") as tmp:
             for name in names:
-                ds, ix, _, _ = R.prepare(name, Path(tmp))
+                ds, ix, _, _ = E.prepare(name, Path(tmp))
                 questions = ds.questions[:args.limit_questions] if args.limit_questions else ds.questions
                 for label, ranking, choices in VARIANTS:
                     saved = [(attr, getattr(K, attr)) for attr, _ in choices]
@@ -55,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                         setattr(K, attr, value)
                     ix.engine.ranking = ranking
                     try:
-                        s = R.report(R.evaluate(ix, questions, ("ours",), None))["ours"]
+                        s = E.report(E.evaluate(ix, questions, ("ours",), None))["ours"]
                     finally:
                         for attr, value in saved:
                             setattr(K, attr, value)

@@ -1,6 +1,6 @@
 """Recall quality on labelled data: session-recall against three baselines.
 
-    python bench/quality/run.py [--set cmrc|cranfield|mixed|all] [--limit-questions N] [--json OUT]
+    python -m bench.quality.evaluate [--set cmrc|cranfield|mixed|all] [--limit-questions N] [--json OUT]
 
 For each set (bench/quality/datasets.py says how each is built): write the
 sessions as canonical logs into a temporary folder, index them through the
@@ -33,17 +33,12 @@ from pathlib import Path
 
 import orjson
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1]))
-
-import datasets as D  # noqa: E402
-from baselines import Baselines  # noqa: E402
-
-from session_recall import Index  # noqa: E402
-from session_recall.query import keywords as K  # noqa: E402
-from session_recall.query.parse import QUESTION_MAX_CHARS  # noqa: E402
-from session_recall.query.rank import Ranking  # noqa: E402
+from bench.quality import datasets as D
+from bench.quality.baselines import Baselines
+from session_recall import Index
+from session_recall.query import keywords as K
+from session_recall.query.parse import QUESTION_MAX_CHARS
+from session_recall.query.rank import Ranking
 
 LIMIT = 10
 SYSTEMS = ("ours", "unicode61", "bigram", "scan")
