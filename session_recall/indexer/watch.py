@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 
 import apsw
-
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 

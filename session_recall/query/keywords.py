@@ -6,7 +6,7 @@ jieba does not know, its bigrams as variants (the group counts once when any
 of them occurs). Every keyword and variant is an exact term of the match
 predicate (docs/matching.md); in question mode they are ORed and rank
 (rank.Ranking.coverage_power). The choices below were measured with
-bench/quality/run.py; docs/quality.md has the numbers.
+bench/quality/evaluate.py; docs/quality.md has the numbers.
 """
 
 from __future__ import annotations

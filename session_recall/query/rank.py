@@ -61,7 +61,7 @@ class Ranking:
     # fills what is left (a common word can have millions of candidates).
     candidate_budget: int = 5000
     # Question mode (a question alone; docs/recall.md; measured in docs/quality.md
-    # with bench/quality/run.py). Keywords are ORed and each message scores
+    # with bench/quality/evaluate.py). Keywords are ORed and each message scores
     #   weighted bm25 x c ** coverage_power x (1 + title_weight x t)
     # where c is the share of the question's keyword weight (the sum of the
     # keywords' idf) that the message holds, and t the share its session's title
@@ -77,7 +77,7 @@ class Ranking:
     title_weight: float = 1.0
     # Question mode re-scores only the first question_pool verified hits in bm25
     # order (bm25 already favours messages holding more keywords). Measured with
-    # bench/quality/run.py --set all (docs/quality.md): every figure is the same
+    # bench/quality/evaluate.py --set all (docs/quality.md): every figure is the same
     # at a pool of 100, 300, 1,000 or 5,000, and moves first at 30 (message
     # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
     # question on the bench's 250 MB corpus cost tens of ms, not seconds.
