@@ -54,16 +54,9 @@ def _reference_spans(text: str):
     found = []
     for i, kind in enumerate(R.TABLE):
         for m in kind.pattern.finditer(text):
-            s, e = m.span()
-            for g in R._GROUPS:
-                if g in kind.pattern.groupindex and m.start(g) != -1:
-                    s, e = m.span(g)
-                    break
-            if kind.run_before is not None:
-                r = kind.run_before.search(text, max(0, m.start() - 80), m.start())
-                s = r.start() if r else s
-            if e > s and not (kind.keep and kind.keep(text[s:e])):
-                found.append((s, e, i))
+            span = R.span_of(kind, m, text)
+            if span is not None:
+                found.append((*span, i))
     found.sort()
     merged: list[list[int]] = []
     for s, e, i in found:

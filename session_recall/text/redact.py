@@ -473,16 +473,9 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
         else:
             matches = _windowed(kind, text, sorted(set(hits)))
         for m in matches:
-            s, e = m.span()
-            for g in _GROUPS:
-                if g in kind.pattern.groupindex and m.start(g) != -1:
-                    s, e = m.span(g)
-                    break
-            if kind.run_before is not None:
-                r = kind.run_before.search(text, max(0, m.start() - 80), m.start())
-                s = r.start() if r else s
-            if e > s and not (kind.keep and kind.keep(text[s:e])):
-                found.append((s, e, i))
+            span = span_of(kind, m, text)
+            if span is not None:
+                found.append((*span, i))
     if not found:
         return []
     found.sort()
@@ -495,6 +488,23 @@ def _spans(text: str, low: str | None = None) -> list[tuple[int, int, int]]:
         else:
             merged.append([s, e, i])
     return [(m[0], m[1], m[2]) for m in merged]
+
+
+def span_of(kind: Kind, m: re.Match[str], text: str) -> tuple[int, int] | None:
+    """What a match of `kind` replaces: its first group that took part (else
+    the whole match), widened by `run_before`; None when it is empty or a
+    placeholder the kind keeps."""
+    s, e = m.span()
+    for g in _GROUPS:
+        if g in kind.pattern.groupindex and m.start(g) != -1:
+            s, e = m.span(g)
+            break
+    if kind.run_before is not None:
+        r = kind.run_before.search(text, max(0, m.start() - 80), m.start())
+        s = r.start() if r else s
+    if e > s and not (kind.keep and kind.keep(text[s:e])):
+        return s, e
+    return None
 
 
 def _anchored(pattern: re.Pattern[str], text: str, hits: list[int]):
