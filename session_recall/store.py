@@ -45,6 +45,18 @@ def utcnow() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def read_generation(conn: apsw.Connection) -> int:
+    """The generation as `conn` sees it (the engine asks inside the read
+    transaction that answers a query, so the cursor it makes matches)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def read_is_empty(conn: apsw.Connection) -> bool:
+    """No message indexed (yet), as `conn` sees it."""
+    return conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+
+
 class Store:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path).expanduser().resolve()
@@ -108,8 +120,7 @@ class Store:
     def generation(self) -> int:
         """How many batches were committed: a recall cursor made at another
         generation may no longer page the same ranking."""
-        row = self.reader.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        return read_generation(self.reader)
 
     def bump_generation(self) -> None:
         """Inside the transaction of a batch that writes events."""
@@ -141,7 +152,7 @@ class Store:
 
     def is_empty(self) -> bool:
         """No message indexed (yet)."""
-        return self.reader.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None
+        return read_is_empty(self.reader)
 
     def files_pending(self) -> int:
         """Files of known sources never read to their end (new, or reset)."""

@@ -21,6 +21,7 @@ import apsw
 from ..config import Settings
 from ..model import Envelope, Result, Status
 from ..rows import one
+from ..store import read_generation, read_is_empty
 from ..text.fold import replace_lone_surrogates
 from ..text.redact import find_secret
 from . import envelope as E
@@ -71,8 +72,7 @@ class Engine:
         return rank.pinned(self.settings, cwd)
 
     def generation(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        return read_generation(self.conn)
 
     def _envelope(self, t0: float, query: str, question: str | None, status: Status, hint: str, run: Run | None = None,
                   **kw) -> Envelope:
@@ -168,7 +168,7 @@ class Engine:
     def _unanswerable(self, scope: Scope, session_id: str | None) -> tuple[Status, str] | None:
         """The status and hint of a recall that has nothing to search: an
         empty index, or a session_id that no session in scope has."""
-        if self.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is None:
+        if read_is_empty(self.conn):
             return "empty_index", E.empty_index_hint()
         if session_id is not None:
             twins = self.retriever.denied_twins()
