@@ -75,6 +75,12 @@ class Ranking:
     # mixed set).
     coverage_power: float = 0.5
     title_weight: float = 1.0
+    # EXPERIMENT: session evidence
+    session_mode: str = ""
+    session_weight: float = 0.0
+    neighbour_weight: float = 0.0
+    session_b: float = 0.75
+    session_k1: float = 1.2
     # Question mode re-scores only the first question_pool verified hits in bm25
     # order (bm25 already favours messages holding more keywords). Measured with
     # bench/quality/evaluate.py --set all (docs/quality.md): every figure is the same
@@ -343,9 +349,51 @@ class Ranker:
         for h in pool:
             cover[h.rowid] = cov = sum(idf[g] for g in {kw_group[m] for m in h.matched if m in kw_group}) / total
             h.score = h.score * cov ** r.coverage_power * (1 + r.title_weight * title_cov.get(h.session, 0.0))
+        if r.session_mode:
+            self._session_evidence(pool, kw_group, idf, total)
         # Coverage also breaks ties: a scan has no bm25 (every score is 0).
         pool.sort(key=lambda h: (h.session not in pins, -h.score, -cover[h.rowid], neg(h.ts), -h.rowid))
         return iter(pool)
+
+    def _session_evidence(self, pool, kw_group, idf, total):
+        r = self.ranking
+        groups: dict[int, set[int]] = {}
+        ssum: dict[int, float] = {}
+        for h in pool:
+            groups.setdefault(h.session, set()).update(kw_group[m] for m in h.matched if m in kw_group)
+            ssum[h.session] = ssum.get(h.session, 0.0) + h.score
+        scov = {s: sum(idf[g] for g in gs) / total for s, gs in groups.items()}
+        if r.session_mode == "sbm25":
+            tf: dict[tuple[int, int], int] = {}
+            for h in pool:
+                for g in {kw_group[m] for m in h.matched if m in kw_group}:
+                    tf[h.session, g] = tf.get((h.session, g), 0) + 1
+            lens = dict(self.conn.execute("SELECT id, n_tokens FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
+                                          (orjson.dumps(sorted(groups)).decode(),)))
+            n_s, n_t = one(self.conn.execute("SELECT count(*), coalesce(sum(n_tokens), 0) FROM sessions"))
+            avg = n_t / n_s if n_s else 1.0
+            k1, b = r.session_k1, r.session_b
+            for s_, gs in groups.items():
+                norm = k1 * (1 - b + b * (lens.get(s_) or avg) / avg)
+                scov[s_] = sum(idf[g] * tf[s_, g] / (tf[s_, g] + norm) for g in gs) / total
+        base = {h.rowid: h.score for h in pool}
+        if r.neighbour_weight:
+            by_turn = {(h.session, h.turn): h for h in pool}
+        for h in pool:
+            if r.session_mode == "cov":
+                h.score = h.score * (1 + r.session_weight * scov[h.session])
+            elif r.session_mode in ("covpow", "sbm25"):
+                h.score = h.score * scov[h.session] ** r.session_weight
+            elif r.session_mode == "sum":
+                h.score = h.score + r.session_weight * (ssum[h.session] - base[h.rowid])
+            if r.neighbour_weight:
+                t = h.turn
+                if t.startswith("t") and t[1:].isdigit():
+                    i = int(t[1:])
+                    for j in (i - 1, i + 1):
+                        o = by_turn.get((h.session, f"t{j}"))
+                        if o is not None:
+                            h.score += r.neighbour_weight * base[o.rowid]
 
     def by_coverage(self, hits: Iterable[Hit]) -> Iterator[Hit]:
         """At most candidate_budget hits, those matching more terms first, then
