@@ -114,13 +114,26 @@ Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent
 
 # --- the envelope (contract §8) ------------------------------------------------
 
+
+def _untitled(schema: dict[str, Any]) -> None:
+    """Leave pydantic's generated property titles out of the published
+    schema: they repeat the field names, and a tool's output schema is read by
+    every client at every start (the MCP server publishes this one)."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_untitled)
+
+
 Status = Literal["ok", "partial", "no_match", "empty_query", "empty_index", "refused", "denied",
                  "unknown_session", "unknown_anchor", "stale_cursor"]
 Engine = Literal["fts", "cjk-fallback", "session-scan", "none"]
 MaterialKind = Literal["image", "text", "pdf", "binary"]
 
 
-class Material(BaseModel):
+class Material(_Out):
     """An attachment of a passage message, as metadata. `resource` is present
     only where the caller may open it (its own session, a readable kind)."""
 
@@ -131,36 +144,36 @@ class Material(BaseModel):
     resource: str | None = None
 
 
-class PassageMessage(BaseModel):
+class PassageMessage(_Out):
     message_id: str
     role: str
     ts: str | None
     text: str
-    is_anchor: bool
-    is_hit: bool = Field(description="this message matched the query (several hits in one turn collapse)")
+    is_anchor: bool = False
+    is_hit: bool = Field(default=False, description="this message matched the query (several hits in one turn collapse)")
     truncated: bool = False
     materials: list[Material] = Field(default_factory=list)
 
 
-class Passage(BaseModel):
+class Passage(_Out):
     anchor_id: str = Field(description="opaque; pass to recall_more to widen this passage")
     turn_id: str
     messages: list[PassageMessage]
 
 
-class Result(BaseModel):
+class Result(_Out):
     session_id: str
     source: str
     title: str | None
     cwd: str
     started_at: str | None
     score: float
-    partial: bool = Field(description="matches only some of the query's terms (see hint)")
+    partial: bool = Field(default=False, description="matches only some of the query's terms (see hint)")
     matched_terms: list[str]
     passage: Passage
 
 
-class Diagnostics(BaseModel):
+class Diagnostics(_Out):
     engine: Engine
     elapsed_ms: float
     sessions_scanned: int = 0
@@ -171,7 +184,7 @@ class Diagnostics(BaseModel):
     index_freshness: dict[str, str | int | None] = Field(default_factory=dict)
 
 
-class Envelope(BaseModel):
+class Envelope(_Out):
     """What every recall returns: results or a hint that says what to do next."""
 
     query: str

@@ -94,7 +94,7 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
         """A page of ranked, gated passages for `query` (terms, all must
         match) and/or `question` (natural language):
         1. refuse a credential-shaped query before touching any corpus;
@@ -107,7 +107,8 @@ class Engine:
            passages per session in a first pass, a second pass filling
            unused slots; when the AND of two or more terms matches nothing,
            the best partial matches, marked;
-        6. assemble passages within byte budgets, redactions rendered;
+        6. assemble passages within byte budgets (smaller `for_model`: a page
+           that fits a model's tool result), redactions rendered;
         7. the envelope: status, the hint for what to do next, the cursor."""
         t0 = time.perf_counter()
         self._now = time.time()
@@ -150,10 +151,14 @@ class Engine:
         selected, more, partial, run = self._select(terms, kw_terms, kw_group, scope, run, limit, offset + limit)
         # 6. passages
         rend = P.Renderer(self.settings.redaction)
+        budgets = P.for_model(limit) if for_model else P.FULL
         results, left_out = P.collect(self.conn, selected[offset:], terms=[t.folded for t in terms],
-                                      keywords=term_names, rend=rend, caller_session=caller_session, scope=scope)
+                                      keywords=term_names, rend=rend, caller_session=caller_session, scope=scope,
+                                      budgets=budgets)
         if left_out:
-            run.gaps["response_budget"] = E.response_budget_gap(left_out, P.RESPONSE_BYTES)
+            run.gaps["response_budget"] = (
+                E.response_budget_gap(left_out, budgets.response_chars, "characters") if budgets.response_chars
+                else E.response_budget_gap(left_out, budgets.response))
             more = True
         # 7. the envelope
         next_cursor = E.make_cursor(key, offset + len(results), generation) if more and results else None

@@ -181,9 +181,9 @@ def partial_gap(n_terms: int, max_terms: int) -> str:
             f"only in queries of at most {max_terms} terms")
 
 
-def response_budget_gap(left_out: int, budget: int) -> str:
+def response_budget_gap(left_out: int, budget: int, unit: str = "bytes") -> str:
     return (f"{left_out} more passages did not fit the "
-            f"response budget of {budget} bytes; page with next_cursor")
+            f"response budget of {budget} {unit}; page with next_cursor")
 
 
 def scope_gap(scope: Scope) -> str:
