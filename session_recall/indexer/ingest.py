@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import apsw
 import orjson
 
-from ..model import MessageEvent, SessionEvent, TitleEvent
+from ..model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
 from ..rows import one
 from ..text.redact import PENDING, Redactor
@@ -139,6 +139,25 @@ class Writer:
             elif isinstance(ev, TitleEvent):
                 row = self.session_row(source, ev.cwd, ev.session_id)
                 self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (self._redact(ev.title), row))
+            elif isinstance(ev, ForgetEvent):
+                self._forget(source, file_id, ev)
+
+    def _forget(self, source: str, file_id: int, ev: ForgetEvent) -> None:
+        """A rewind: the messages this log took back leave the index (their
+        bytes are wiped at the end of the pass, like any deleted message's)."""
+        session = self.session_row(source, ev.cwd, ev.session_id)
+        for mid in ev.message_ids:
+            # `mid` itself, and `mid#...` (ids from `#` up to `$`, the next character).
+            rows = list(self.conn.execute(
+                "SELECT id, message_id FROM messages WHERE session = ?1 AND file_id = ?2 "
+                "AND (message_id = ?3 OR (message_id > ?3 || '#' AND message_id < ?3 || '$') "
+                "OR message_id = ?3 || '#')",
+                (session, file_id, mid)))
+            for rowid, message_id in rows:
+                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
+                self.held.pop((session, message_id), None)
+                self.counts["messages_forgotten"] += 1
 
     def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
         session = self.session_row(source, ev.cwd, ev.session_id)
@@ -146,9 +165,11 @@ class Writer:
             # Settled with nothing to search: it replaces its deltas, if any,
             # with nothing, so the message is not (or no longer) searchable.
             self.skips["empty"] += 1
+            # (A record written again whole with nothing left replaces its
+            # earlier copy from the same log, settled or not.)
             gone = self.conn.execute(
-                "SELECT id FROM messages WHERE session = ? AND message_id = ? AND settled = 0",
-                (session, ev.message_id)).fetchone()
+                "SELECT id FROM messages WHERE session = ? AND message_id = ? AND (settled = 0 OR (? AND file_id = ?))",
+                (session, ev.message_id, int(ev.replaces), file_id)).fetchone()
             if gone:
                 self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", gone)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
@@ -189,11 +210,15 @@ class Writer:
             (session, ev.message_id),
         ))
         if ev.settled and old_settled and old_file == file_id:
-            # The same log settles this message a second time: a settled
-            # message is final, so the first text stands, as it does against
-            # a late delta.
-            self.skips["duplicate_message"] += 1
-            return
+            if ev.replaces:
+                if text == old_text:
+                    return  # written again unchanged
+            else:
+                # The same log settles this message a second time: a settled
+                # message is final, so the first text stands, as it does
+                # against a late delta.
+                self.skips["duplicate_message"] += 1
+                return
         n = 0  # secrets the stream's concatenation redacted
         if ev.settled or old_file != file_id:
             # A settled text replaces the deltas. A message read before from

@@ -58,6 +58,8 @@ class SyncReport:
     lines: int = 0
     messages_added: int = 0
     messages_updated: int = 0
+    # Messages a log took back (a Gemini CLI rewind): gone from the index.
+    messages_forgotten: int = 0
     secrets_redacted: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     rebuilt: bool = False
@@ -137,6 +139,7 @@ class Syncer:
         r.skipped = dict(sorted(self.skipped.items()))
         r.messages_added = self.writer.counts["messages_added"]
         r.messages_updated = self.writer.counts["messages_updated"]
+        r.messages_forgotten = self.writer.counts["messages_forgotten"]
         r.secrets_redacted = self.writer.counts["secrets_redacted"]
         r.elapsed_s = round(time.perf_counter() - t0, 3)
         return r
@@ -162,6 +165,7 @@ class Syncer:
         self.report.skipped = dict(sorted(self.skipped.items()))
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
+        self.report.messages_forgotten = self.writer.counts["messages_forgotten"]
         return self.report
 
     def _wipe(self) -> None:
@@ -361,7 +365,8 @@ class Syncer:
                 elif ident != phash:
                     self._reset(fid, prefix=ident)
                     offset, state = 0, None
-            elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
+            elif st.st_size < offset or (offset and (F.is_document(path) or F.prefix_hash(path, offset) != phash)):
+                # (A document, read whole, that changed at all is read again whole.)
                 self._reset(fid, prefix=None)
                 offset, state, expect = 0, None, None
             else:
@@ -379,6 +384,10 @@ class Syncer:
         detected from the lines before its damage (which its read then
         counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
+        if F.is_document(path):  # its first "line" is all of it
+            with open(path, "rb") as fh:
+                head = fh.read(self.limits.max_line_bytes + 1)
+            return detect_kind([head]) if len(head) <= self.limits.max_line_bytes else None
         try:
             for line, _ in F.read_lines(path, 0):
                 first.append(line)
