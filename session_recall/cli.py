@@ -62,7 +62,8 @@ def _print_report(r, *, prefix: str = "") -> None:
     skipped = ", ".join(f"{k} {v}" for k, v in d["skipped"].items()) or "none"
     _echo(
         f"{prefix}{d['files']} files ({d['files_read']} read, {d['bytes_read'] / 1e6:.2f} MB, {d['lines']} lines) "
-        f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated; "
+        f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated"
+        + (f", {d['messages_forgotten']} taken back by their logs" if d["messages_forgotten"] else "") + "; "
         f"skipped: {skipped}"
     )
     if d["wiped"] or d["vacuumed"]:
@@ -80,7 +81,7 @@ def _say_defaults(ix: Index) -> None:
     if sources:
         _echo(f"{where}: " + ", ".join(f"{p} ({k})" for p, k in sources), err=True)
     else:
-        _echo("no sources configured and no Claude Code or Codex folder found; "
+        _echo("no sources configured and no harness's folder found (Claude Code, Codex, Gemini CLI...); "
                    "give a PATH, or add [[sources]] to the config", err=True)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import apsw
 
 from . import migrations
+from .indexer.project import PROJECTION_VERSION
 from .rows import one
 from .text.redact import REDACTOR_VERSION
 from .text.tokens import TOKENIZER_VERSION
@@ -97,14 +98,18 @@ class Store:
     # --- meta -----------------------------------------------------------------
 
     def _ensure_meta(self) -> None:
-        keys = ("created_at", "tokenizer_version", "redactor_version", "redaction_key")
+        keys = ("created_at", "tokenizer_version", "redactor_version", "projection_version", "redaction_key")
         # Every open after the first only reads: a reader must not queue for
         # the write lock behind a writer's batch.
-        if {row[0] for row in self.conn.execute("SELECT key FROM meta")} >= set(keys):
+        have = {row[0] for row in self.conn.execute("SELECT key FROM meta")}
+        if have >= set(keys):
             return
+        # An index built before the projection had a version was built by
+        # version 1: it is stale, and the next sync rebuilds it.
+        projection = 1 if "tokenizer_version" in have else PROJECTION_VERSION
         with self.atomic():
             for key, value in zip(keys, (utcnow(), str(TOKENIZER_VERSION), str(REDACTOR_VERSION),
-                                         secrets.token_hex(32))):
+                                         str(projection), secrets.token_hex(32))):
                 self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def meta(self, key: str) -> str | None:
@@ -134,12 +139,15 @@ class Store:
             "schema_version": migrations.schema_version(self.conn),
             "tokenizer_version": int(self.meta("tokenizer_version") or 0),
             "redactor_version": int(self.meta("redactor_version") or 0),
+            "projection_version": int(self.meta("projection_version") or 0),
         }
 
     def stale_versions(self) -> bool:
-        """True when the index was built by another tokenizer or redactor."""
+        """True when the index was built by another tokenizer, redactor or
+        projection (indexer/project.py)."""
         v = self.versions()
-        return v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+        return (v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+                or v["projection_version"] != PROJECTION_VERSION)
 
     # --- counts -----------------------------------------------------------------
 
