@@ -90,12 +90,26 @@ class MessageEvent(BaseModel):
     text: str
     attachments: list[Attachment] = Field(default_factory=list)
     settled: bool = True
+    # A settled message that replaces an earlier settled copy of itself from
+    # the same log (a harness that writes a record again, whole, when it
+    # changes: Gemini CLI). Without it the first settled text stands.
+    replaces: bool = False
     # Filled where the line was parsed (indexer.pipeline.prepare): the
     # redacted text and its index body, so that the writer only writes.
     prepared: Any = Field(default=None, exclude=True, repr=False)
 
 
-Event = SessionEvent | TitleEvent | MessageEvent
+class ForgetEvent(BaseModel):
+    """Messages a log took back (a rewind): each id in `message_ids`, and
+    every message whose id begins with that id and `#` (the other blocks of
+    the same record), leave the index, if this log wrote them."""
+
+    session_id: str
+    cwd: str
+    message_ids: list[str]
+
+
+Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent
 
 
 # --- the envelope (contract §8) ------------------------------------------------
