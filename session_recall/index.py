@@ -21,13 +21,13 @@ from .query.gates import Confirm, Scope, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Run
 from .rows import one
-from .store import Store, WriterBusy
+from .store import NotAnIndex, Store, WriterBusy
 from .text.redact import find_secret
 
 if TYPE_CHECKING:
     from .indexer.watch import Watcher
 
-__all__ = ["KINDS", "Index", "Match", "WriterBusy"]
+__all__ = ["KINDS", "Index", "Match", "NotAnIndex", "WriterBusy"]
 
 
 @dataclass
@@ -186,17 +186,19 @@ class Index:
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, *, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
         """Ranked, gated passages for `query` (terms ANDed) and/or `question`.
         `caller_cwd`: where the caller stands (default: this process's
-        directory); a `cwd` at or above its project is an all-projects search."""
+        directory); a `cwd` at or above its project is an all-projects search.
+        `for_model`: shorter passages, and a page whose JSON fits a model's
+        tool result (docs/recall.md, "Passages")."""
         refused = self.engine.refusal(query, question)
         if refused is not None:  # before first use could read (or build) anything
             return refused
         gaps = self._first_use()
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                                  limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm,
-                                 caller_cwd=caller_cwd)
+                                 caller_cwd=caller_cwd, for_model=for_model)
         env.gaps.update(gaps)
         return env
 

@@ -1,9 +1,13 @@
 """The MCP server (contract §9): `recall mcp` serves the tools `recall` and
 `recall_more` over stdio, written with the `mcp` SDK v2 (`MCPServer`).
 
-- Both tools return the envelope (contract §8) as structured output; the tools'
-  output schema is the envelope's JSON Schema, and the text content carries the
-  same envelope as compact JSON for clients that read only text.
+- Both tools return the envelope (contract §8) as structured content (fields
+  at their defaults left out); `recall` publishes its JSON Schema as output
+  schema. Claude Code and Codex hand a model the structured content as JSON;
+  clients that read only text get `render_text`, the same answer without the
+  diagnostics. Either fits a model's budget: a default `recall` about 8,000
+  characters (shorter passages, a page bounded in characters), any answer at
+  most MAX_ANSWER_CHARS (README, "MCP").
 - Index work is blocking (apsw), so it runs in a worker thread; one lock keeps
   the index (its read connection, and its write path on first use) used by
   one thread at a time.
@@ -28,6 +32,7 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
+import orjson
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
@@ -53,109 +58,61 @@ DEFAULT_CONFIRM_TIMEOUT_S = 50.0
 # question is returned from the call and the client retries with the answer.
 _INPUT_REQUIRED_VERSION = "2026-07-28"
 _SHOWN_QUERY_CHARS = 200
+# Codex cuts a longer tool result in its middle, silently; no answer is longer.
+MAX_ANSWER_CHARS = 48_000
+_ECHO_CHARS = 1000
 
 INSTRUCTIONS = """\
 session-recall searches the user's past agent sessions (Claude Code, Codex and \
 other harness transcripts on this machine) for what was said: decisions, fixes, \
 file names, commands, errors. Call `recall` to find passages; call \
 `recall_more` with a passage's `anchor_id` to read the whole turn around it. \
-Every answer is an envelope whose `hint` says what to do next."""
+Every answer has a `status` and a `hint` that says what to do next."""
 
+# What a model needs to call the tool well; what each answer means is in its
+# own `hint` and `gaps`, so it is not repeated here (tools/list is read into
+# every conversation).
 RECALL_DESCRIPTION = """\
-Search past agent sessions (this machine's Claude Code, Codex and other \
-transcripts) for messages, and return the best passages: each matching message \
-with its neighbours in the same turn, best first.
-
-When to use: to recall what was said or decided before ("which font did we \
-pick", "the bug we fixed last week", "上周修的那个 bug"), a command, a file, an \
-error message. Use `recall` to find; then `recall_more(anchor)` with a \
-passage's `anchor_id` to read the whole turn around a passage you found.
-
-Query syntax (`query`): terms separated by spaces, and ALL terms must occur in \
-one message (AND). Matching is exact and case-insensitive: Latin words and \
-numbers match whole words only (no stemming, no prefixes: `font` does not \
-match `fonts`); Chinese, Japanese and Korean match as substrings anywhere, \
-without spaces (`字体` matches `中文字体选择`); "double quotes" make a phrase \
-(`"source serif"`). There are no operators: OR, NOT, *, NEAR, parentheses are \
-plain text. Two or three distinctive terms work best. A natural-language \
-`question` ranks by its keywords (alone, any keyword may match; with a query, \
-the query filters and the keywords rank).
-
-Scope: by default only sessions of the current project (sessions started in \
-the project of `cwd` or below it: the top of its git work tree, else `cwd` \
-itself; `cwd` defaults to the directory this server runs in). \
-`all_projects: true` searches every project, subject to the user's policy (it \
-may be denied or need the user's confirmation). A `cwd` of `/`, the home \
-folder or a folder above this project counts as all projects, under the same \
-policy.
-
-The result (structured content) is an envelope:
-- `status`: ok, partial, no_match, empty_query, empty_index, refused, denied, \
-unknown_session, stale_cursor.
-- `hint`: what happened and what to do next; follow it.
-- `results[]`: `session_id`, `title`, `cwd`, `started_at`, `score`, \
-`matched_terms`, `partial`, and `passage` (`anchor_id`, `messages` with role, \
-text, `is_anchor`, `is_hit`, `truncated`, `materials`).
-- `partial: true` (status `partial`): no message has every term; these are the \
-best messages with some of them (`matched_terms` says which). Try fewer or \
-other terms.
-- `gaps`: what was NOT searched or NOT shown (a scan budget reached, results \
-left for the next page, an index still being built, a scope not allowed). \
-An empty result with gaps is not proof that nothing was said.
-- `next_cursor`: more results exist; call again with the same arguments and \
-`cursor` set to it.
-- status `refused`: the query looks like a secret (API key, token, password). \
-Secrets are never indexed; search for the words around it instead.
-- status `denied`: searching all projects was not allowed; search the current \
-project, or pass the `cwd` of the project you mean.
-- status `empty_index`: nothing is indexed yet, so nothing was searched.
-Secrets inside passages appear as [redacted:kind] or #hash."""
+Search past agent sessions on this machine for what was said before (a \
+decision, a fix, a command, a file, an error; "which font did we pick", \
+"上周修的那个 bug").
+`query`: terms that must ALL occur in one message (AND), matched exactly and \
+case-insensitively: Latin words whole (`font` does not match `fonts`), \
+Chinese, Japanese and Korean as a substring anywhere; "double quotes" make a \
+phrase; no operators (OR, NOT, * are plain text). Two or three distinctive \
+terms work best. `question`: natural language whose keywords rank.
+Scope: the current project unless `cwd` or `all_projects` (the user's policy \
+may deny it or ask).
+Answer: `status`, a `hint` (follow it), `results` (passages: a hit with its \
+neighbours; `partial` ones lack some terms), `gaps` (what was not searched or \
+shown: no result with gaps is no proof), `next_cursor` (more pages). Pass a \
+passage's `anchor_id` to `recall_more` for its whole turn. Secrets show as \
+[redacted:kind] or #hash."""
 
 RECALL_MORE_DESCRIPTION = """\
-Widen one passage from `recall` to its whole turn: the messages before and \
-after it in the same exchange (up to 40 on each side, with longer texts). Use it \
-when a passage is cut (`truncated: true`) or you need the surrounding context \
-(the question that led to an answer, the result of a command). Pass `anchor` \
-exactly as the passage's `anchor_id`.
-
-Returns the same envelope with one result. Status `unknown_anchor` means this \
-is not an anchor, or its session is outside the scope: pass the same \
-`all_projects` and `cwd` as the `recall` that returned it. Status `denied`: \
-searching all projects was not allowed."""
+Widen one passage from `recall` to its whole turn (the messages around it, \
+longer texts). `anchor`: the passage's `anchor_id`, exactly. Pass the same \
+`all_projects` and `cwd` as the `recall` that found it. Answers with the \
+same envelope as `recall`, one result."""
 
 # --- parameters, described for a model ------------------------------------------
 
 Query = Annotated[str, Field(description=(
-    "Terms that must ALL occur in one message (AND), matched exactly: Latin words whole and "
-    "case-insensitive, Chinese/Japanese/Korean as substrings, \"double quotes\" for a phrase. "
-    "No operators. May be empty when `question` is given. Examples: `简历 字体`, "
-    "`\"source serif\" font`, `checkout rounding`."))]
+    "Terms ALL in one message, e.g. `简历 字体`, `\"source serif\" font`. May be empty with `question`."))]
 Question = Annotated[str | None, Field(description=(
-    "A question in natural language (any language). Its keywords rank the results; "
-    "alone, messages with any of its keywords are found, most keywords first."))]
+    "Natural language, any language; its keywords rank (alone: any keyword matches)."))]
 AllProjects = Annotated[bool, Field(description=(
-    "Search the sessions of every project on this machine instead of only the current one. "
-    "Subject to the user's policy: it may be denied, or the user may be asked to confirm "
-    "(status `denied` when not allowed)."))]
+    "Search every project on this machine, not only the current one (the user's policy decides)."))]
 Cwd = Annotated[str | None, Field(description=(
-    "The project directory whose sessions to search (sessions started in its project, the top of its "
-    "git work tree, or below it), as an absolute path. Default: the directory this server runs in, "
-    "normally the current project. `/`, the home folder or a folder above the project count as all "
-    "projects (subject to the user's policy)."))]
-SessionId = Annotated[str | None, Field(description=(
-    "Only this session: a `session_id` from an earlier result."))]
-Limit = Annotated[int | None, Field(description=(
-    "Passages per page (default 5; capped by the user's configuration, normally at 50)."))]
+    "Absolute path of the project to search (default: the current one). `/`, the home folder or a "
+    "folder above the project mean all projects."))]
+SessionId = Annotated[str | None, Field(description="Only this session (a `session_id` from a result).")]
+Limit = Annotated[int | None, Field(description="Passages per page (default 5).")]
 Cursor = Annotated[str | None, Field(description=(
-    "The `next_cursor` of an earlier result, for its next page; pass the same query, question, "
-    "scope and limit with it."))]
-Anchor = Annotated[str, Field(description=(
-    "A passage's `anchor_id` from a `recall` result, copied exactly (opaque)."))]
-MoreAllProjects = Annotated[bool, Field(description=(
-    "Set to true when the passage came from a recall with `all_projects: true` "
-    "(same policy and confirmation as there)."))]
-MoreCwd = Annotated[str | None, Field(description=(
-    "The `cwd` of the recall that returned the anchor, if you passed one."))]
+    "A result's `next_cursor`, with the same other arguments, for the next page."))]
+Anchor = Annotated[str, Field(description="A passage's `anchor_id` from `recall`, exactly.")]
+MoreAllProjects = Annotated[bool, Field(description="As in the `recall` that found the passage.")]
+MoreCwd = Annotated[str | None, Field(description="As in the `recall` that found the passage.")]
 
 
 class AllProjectsConsent(BaseModel):
@@ -190,9 +147,60 @@ def _blank_to_none(value: str | None) -> str | None:
     return value if value is None or value.strip() else None
 
 
+def _fit(env: Envelope) -> dict[str, Any]:
+    """The envelope as structured content: fields at their defaults left out,
+    and never over MAX_ANSWER_CHARS of JSON. Passages are already bounded
+    (the engine's budgets for a model); what else could grow with the input
+    (the query and question echoed, the terms, a hint or gap quoting them) is
+    cut to a fixed length."""
+    data = env.model_dump(mode="json", exclude_defaults=True)
+    if _size(data) <= MAX_ANSWER_CHARS:
+        return data
+    env = env.model_copy(deep=True)
+    env.query = _clip(env.query, _ECHO_CHARS)
+    env.question = None if env.question is None else _clip(env.question, _ECHO_CHARS)
+    env.hint = _clip(env.hint, _ECHO_CHARS)
+    env.gaps = {k: _clip(v, _ECHO_CHARS) for k, v in list(env.gaps.items())[:16]}
+    env.diagnostics.terms = [_clip(t, 100) for t in env.diagnostics.terms[:32]]
+    return env.model_dump(mode="json", exclude_defaults=True)
+
+
+def _size(data: Any) -> int:
+    return len(orjson.dumps(data).decode())
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def render_text(env: Envelope) -> str:
+    """The envelope as text for a client that shows a model only the text
+    content: status, hint, gaps and passages; no diagnostics (they stay in the
+    structured content)."""
+    lines = [f"status: {env.status}", f"hint: {env.hint}"]
+    if env.project_root:
+        lines.append(f"project_root: {env.project_root}")
+    lines += [f"gap {k}: {v}" for k, v in env.gaps.items()]
+    if env.next_cursor:
+        lines.append(f"next_cursor: {env.next_cursor}")
+    for i, r in enumerate(env.results, 1):
+        head = f"[{i}] {r.title or '(untitled)'} | session {r.session_id} | {r.source} | {r.cwd} | {r.started_at or ''}"
+        if r.partial:
+            head += " | partial, has: " + ", ".join(r.matched_terms)
+        lines += ["", head, f"anchor_id: {r.passage.anchor_id}"]
+        for m in r.passage.messages:
+            mark = ">" if m.is_anchor else "*" if m.is_hit else "-"
+            cut = " (cut)" if m.truncated else ""
+            lines.append(f"{mark} {m.role} {m.ts or ''}{cut}: " + m.text.replace("\n", "\n    "))
+            for mat in m.materials:
+                lines.append(f"    [{mat.kind} {mat.name}, {mat.bytes} bytes" + (f", {mat.resource}]" if mat.resource else "]"))
+    return "\n".join(lines)
+
+
 def _result(env: Envelope) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=env.model_dump_json())],
-                          structured_content=env.model_dump(mode="json"))
+    data = _fit(env)
+    fitted = Envelope.model_validate(data)
+    return CallToolResult(content=[TextContent(type="text", text=render_text(fitted))], structured_content=data)
 
 
 def _can_elicit(ctx: Context) -> bool:
@@ -264,7 +272,8 @@ class RecallServer:
         if self.index.settings.all_projects != "confirm" or what is None:
             return NOT_ASKED
         # A cwd at `/`, `$HOME` or above this project is an all-projects search too (gates).
-        wide = None if all_projects else Index.wide_scope(cwd or self.cwd, self.cwd)
+        # No cwd given: the server's own directory, never wider than its project (gates).
+        wide = None if all_projects or cwd is None else Index.wide_scope(cwd, self.cwd)
         if not all_projects and wide is None:
             return NOT_ASKED
         if not _can_elicit(ctx):
@@ -304,15 +313,15 @@ class RecallServer:
                      session_id: str | None, limit: int | None, cursor: str | None, consent: Any) -> Envelope:
         decision = _decision(consent)
         env = await self._run(self.index.recall, query or "", _blank_to_none(question), all_projects,
-                              _blank_to_none(cwd) or self.cwd, _blank_to_none(session_id), limit,
+                              _blank_to_none(cwd), _blank_to_none(session_id), limit,
                               _blank_to_none(cursor), caller_session=self._caller(ctx),
-                              confirm=self._confirm(decision), caller_cwd=self.cwd)
+                              confirm=self._confirm(decision), caller_cwd=self.cwd, for_model=True)
         return self._explain(env, decision)
 
     async def recall_more(self, ctx: Context, anchor: str, all_projects: bool, cwd: str | None,
                           consent: Any) -> Envelope:
         decision = _decision(consent)
-        env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd) or self.cwd,
+        env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd),
                               all_projects=all_projects, caller_session=self._caller(ctx),
                               confirm=self._confirm(decision), caller_cwd=self.cwd)
         return self._explain(env, decision)
@@ -362,7 +371,9 @@ def build_server(index: Index, *, cwd: str | None = None, caller_session: str | 
     async def recall_more(anchor: Anchor, all_projects: MoreAllProjects = False, cwd: MoreCwd = None,
                           *, ctx: Context,
                           consent: Annotated[ElicitationResult[AllProjectsConsent], Resolve(more_consent)],
-                          ) -> Annotated[CallToolResult, Envelope]:
+                          ) -> CallToolResult:
+        # The same envelope as `recall`; its output schema is published once,
+        # on `recall`, to keep tools/list short.
         return _result(await rs.recall_more(ctx, anchor, all_projects, cwd, consent))
 
     return server

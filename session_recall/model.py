@@ -90,15 +90,42 @@ class MessageEvent(BaseModel):
     text: str
     attachments: list[Attachment] = Field(default_factory=list)
     settled: bool = True
+    # A settled message that replaces an earlier settled copy of itself from
+    # the same log (a harness that writes a record again, whole, when it
+    # changes: Gemini CLI). Without it the first settled text stands.
+    replaces: bool = False
     # Filled where the line was parsed (indexer.pipeline.prepare): the
     # redacted text and its index body, so that the writer only writes.
     prepared: Any = Field(default=None, exclude=True, repr=False)
 
 
-Event = SessionEvent | TitleEvent | MessageEvent
+class ForgetEvent(BaseModel):
+    """Messages a log took back (a rewind): each id in `message_ids`, and
+    every message whose id begins with that id and `#` (the other blocks of
+    the same record), leave the index, if this log wrote them."""
+
+    session_id: str
+    cwd: str
+    message_ids: list[str]
+
+
+Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent
 
 
 # --- the envelope (contract §8) ------------------------------------------------
+
+
+def _untitled(schema: dict[str, Any]) -> None:
+    """Leave pydantic's generated property titles out of the published
+    schema: they repeat the field names, and a tool's output schema is read by
+    every client at every start (the MCP server publishes this one)."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(json_schema_extra=_untitled)
+
 
 Status = Literal["ok", "partial", "no_match", "empty_query", "empty_index", "refused", "denied",
                  "unknown_session", "unknown_anchor", "stale_cursor"]
@@ -106,7 +133,7 @@ Engine = Literal["fts", "cjk-fallback", "session-scan", "none"]
 MaterialKind = Literal["image", "text", "pdf", "binary"]
 
 
-class Material(BaseModel):
+class Material(_Out):
     """An attachment of a passage message, as metadata. `resource` is present
     only where the caller may open it (its own session, a readable kind)."""
 
@@ -117,36 +144,36 @@ class Material(BaseModel):
     resource: str | None = None
 
 
-class PassageMessage(BaseModel):
+class PassageMessage(_Out):
     message_id: str
     role: str
     ts: str | None
     text: str
-    is_anchor: bool
-    is_hit: bool = Field(description="this message matched the query (several hits in one turn collapse)")
+    is_anchor: bool = False
+    is_hit: bool = Field(default=False, description="this message matched the query (several hits in one turn collapse)")
     truncated: bool = False
     materials: list[Material] = Field(default_factory=list)
 
 
-class Passage(BaseModel):
+class Passage(_Out):
     anchor_id: str = Field(description="opaque; pass to recall_more to widen this passage")
     turn_id: str
     messages: list[PassageMessage]
 
 
-class Result(BaseModel):
+class Result(_Out):
     session_id: str
     source: str
     title: str | None
     cwd: str
     started_at: str | None
     score: float
-    partial: bool = Field(description="matches only some of the query's terms (see hint)")
+    partial: bool = Field(default=False, description="matches only some of the query's terms (see hint)")
     matched_terms: list[str]
     passage: Passage
 
 
-class Diagnostics(BaseModel):
+class Diagnostics(_Out):
     engine: Engine
     elapsed_ms: float
     sessions_scanned: int = 0
@@ -157,12 +184,16 @@ class Diagnostics(BaseModel):
     index_freshness: dict[str, str | int | None] = Field(default_factory=dict)
 
 
-class Envelope(BaseModel):
+class Envelope(_Out):
     """What every recall returns: results or a hint that says what to do next."""
 
     query: str
     question: str | None = None
     status: Status
+    project_root: str | None = Field(default=None, description=(
+        "the project the search was confined to: the top of the git work tree holding the cwd, else the cwd "
+        "(in `/`, the home folder or above it, only the sessions started there); null when it searched all "
+        "projects or nothing (refused, empty query, denied)"))
     results: list[Result] = Field(default_factory=list)
     next_cursor: str | None = None
     hint: str

@@ -6,6 +6,12 @@ messages `Index.search` returns (no limit, no scope) must be exactly the set
 the oracle (tests/oracle.py, a brute-force reading of docs/matching.md) finds
 in the logs themselves, row for row.
 
+Each session is written as canonical log or, one in three, as a Gemini CLI
+recording (records written again whole, system records, tool calls with
+their results inside an assistant record, and a prompt and answer taken back
+by a rewind, whose words must never be found); the oracle reads its canonical
+equivalent.
+
 Corpus classes: Latin words with shared prefixes, CJK words and random CJK
 runs, mixed scripts, full-width and compatibility forms, combining marks,
 emoji, symbols and paths, control characters and characters JSON must escape,
@@ -214,6 +220,24 @@ class GenSession:
     messages: list[GenMessage]
     ascii_json: bool
     noise: bool
+    # The harness whose log format the session is written in; the oracle
+    # always reads its canonical equivalent (write_logs).
+    harness: str = "canonical"
+    # Words of messages the log takes back (a Gemini CLI rewind): never found.
+    rewound: list[str] = field(default_factory=list)
+
+
+# The formats a session may be written in (docs/formats.md), canonical most often.
+HARNESSES = ["canonical", "canonical", "gemini"]
+# Words that no redactor takes for a secret, for messages a log takes back.
+REWOUND_WORDS = ["font", "serif", "字体", "简历", "youer", "Miso", "浮窗", "résumé"]
+
+
+def flattened(m: GenMessage) -> GenMessage:
+    """A message as a harness without streams or attachments records it: its
+    final text (the settled one, else its deltas' concatenation)."""
+    final = m.text if m.text is not None else "".join(m.deltas)
+    return GenMessage(m.message_id, m.role, final, [], m.tool_name, [])
 
 
 @st.composite
@@ -224,15 +248,86 @@ def corpus(draw) -> tuple[list[GenSession], Planted]:
     for s in range(draw(st.integers(1, 4))):
         n = draw(st.integers(1, 5))
         msgs = [draw(message(f"m{i}", planted, huge=(huge_at == 0 and s == 0 and i == 0))) for i in range(n)]
+        harness = draw(st.sampled_from(HARNESSES))
+        rewound: list[str] = []
+        if harness != "canonical":
+            msgs = [flattened(m) for m in msgs]
+            rewound = draw(st.lists(st.sampled_from(REWOUND_WORDS), min_size=1, max_size=3))
         sessions.append(GenSession(f"s{s}", draw(st.sampled_from(["/home/ada/resume", "/home/ada/shop", "/srv/简历"])),
-                                   msgs, draw(st.booleans()), draw(st.booleans())))
+                                   msgs, draw(st.booleans()), draw(st.booleans()), harness, rewound))
     return sessions, planted
 
 
-def write_logs(sessions: list[GenSession], folder: Path) -> list[Path]:
+def gemini_log(gs: GenSession, folder: Path, n: int) -> list[dict]:
+    """Write `gs` as a Gemini CLI recording (its project folder naming its cwd)
+    under `folder`, and return the canonical lines of what it holds: a user
+    record, a `gemini` record (first written empty, then again whole, as
+    Gemini does), a system record, or a `gemini` record with one tool call
+    (and its result) per generated tool message. Before them, a prompt and
+    its answer that a `$rewindTo` takes back."""
+    project = folder / "gemini-home" / "tmp" / f"p{n}"
+    (project / "chats").mkdir(parents=True)
+    (project / ".project_root").write_text(gs.cwd, encoding="utf-8")
+    ts = "2026-11-20T10:00:00.000Z"
+    records: list[dict] = [{"sessionId": gs.session_id, "projectHash": "0" * 64, "startTime": ts, "lastUpdated": ts,
+                            "kind": "main"}]
+    gone = " ".join(gs.rewound)
+    records += [{"id": "r-user", "timestamp": ts, "type": "user", "content": [{"text": gone}]},
+                {"id": "r-gemini", "timestamp": ts, "type": "gemini", "content": gone},
+                {"$set": {"lastUpdated": ts}}, {"$rewindTo": "r-user"}]
+    canonical: list[dict] = []
+    for i, m in enumerate(gs.messages):
+        base = {"session_id": gs.session_id, "turn_id": "", "ts": ts}
+        mid = m.message_id
+        text = m.text or ""
+        if m.role in ("user", "system"):
+            kind = "user" if m.role == "user" else ["info", "warning", "error"][i % 3]
+            records.append({"id": mid, "timestamp": ts, "type": kind, "content": [{"text": text}] if i % 2 else text})
+            canonical.append({**base, "message_id": mid, "role": m.role, "text": text})
+        elif m.role == "assistant":
+            records.append({"id": mid, "timestamp": ts, "type": "gemini", "content": "", "tokens": None})
+            records.append({"id": mid, "timestamp": ts, "type": "gemini", "content": text, "tokens": {"total": 1}})
+            canonical.append({**base, "message_id": mid, "role": "assistant", "text": text})
+        elif m.role == "tool_call":
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = None
+            if not isinstance(args, dict):
+                args = {"command": text}
+            call = {"id": "c", "name": m.tool_name, "args": args, "status": "scheduled", "timestamp": ts}
+            records.append({"id": mid, "timestamp": ts, "type": "gemini", "content": "", "toolCalls": [call]})
+            canonical.append({**base, "message_id": f"{mid}#c", "role": "tool_call", "tool_name": m.tool_name,
+                              "text": json.dumps(args, ensure_ascii=False)})
+        else:  # tool_result
+            call = {"id": "r", "name": "run_shell_command", "args": {}, "status": "success", "timestamp": ts,
+                    "result": [{"functionResponse": {"id": "r", "name": "run_shell_command",
+                                                     "response": {"output": text}}}]}
+            records.append({"id": mid, "timestamp": ts, "type": "gemini", "content": "", "toolCalls": [call]})
+            canonical.append({**base, "message_id": f"{mid}#r", "role": "tool_call",
+                              "tool_name": "run_shell_command", "text": "{}"})
+            canonical.append({**base, "message_id": f"{mid}#r:result", "role": "tool_result", "text": text})
+        records.append({"$set": {"lastUpdated": ts}})
+    path = project / "chats" / f"session-2026-11-20T10-00-{gs.session_id}.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=gs.ascii_json) + "\n" for r in records)
+    return [{"type": "message", **c} for c in canonical]
+
+
+def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None) -> list[Path]:
+    """Write each session as its harness would into `folder`; return the
+    canonical logs of what they hold, for the oracle (for a session written
+    in another format, its canonical equivalent, in `oracle_folder`)."""
     paths = []
     for n, gs in enumerate(sessions):
         lines = [{"type": "session", "session_id": gs.session_id, "cwd": gs.cwd, "started_at": "2026-11-20T09:00:00Z"}]
+        if gs.harness == "gemini":
+            assert oracle_folder is not None
+            path = oracle_folder / f"{n:02d}-{gs.session_id}.jsonl"
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.writelines(json.dumps(obj) + "\n" for obj in lines + gemini_log(gs, folder, n))
+            paths.append(path)
+            continue
         for i, m in enumerate(gs.messages):
             base = {"session_id": gs.session_id, "message_id": m.message_id, "turn_id": f"t{i // 2}",
                     "role": m.role, "ts": f"2026-11-20T10:00:{i:02d}Z"}
@@ -431,7 +526,8 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
     try:
         logs = root / "logs"
         logs.mkdir()
-        paths = write_logs(sessions, logs)
+        (root / "oracle").mkdir()
+        paths = write_logs(sessions, logs, root / "oracle")
         expected = oracle.read_logs(paths, planted.secrets)
         with Index.open(root / "recall.db") as ix:
             report = ix.sync([str(logs)])

@@ -290,6 +290,12 @@ def mixed() -> Dataset:
                          "Cranfield queries, interleaved")
 
 
+def _coding() -> Dataset:
+    from bench.quality.coding import coding  # it builds on this module
+
+    return coding()
+
+
 # --- dialogues: C3 (Chinese) and DREAM (English) ------------------------------------------
 
 DIALOGUE_FILES = {"c3": ("c3-train", "c3-d-train.json", "zh"), "dream": ("dream-train", "dream-train.json", "en")}
@@ -334,4 +340,4 @@ def dialogues(name: str) -> Dataset:
 
 
 SETS = {"cmrc": cmrc, "cranfield": cranfield, "mixed": mixed, "cmrc-trial": lambda: cmrc("trial"),
-        "c3": lambda: dialogues("c3"), "dream": lambda: dialogues("dream")}
+        "c3": lambda: dialogues("c3"), "dream": lambda: dialogues("dream"), "coding": _coding}

@@ -13,8 +13,10 @@ checks that the prefix is still the one an earlier read consumed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
@@ -85,8 +87,26 @@ class Overlong:
         self.tail = tail
 
 
+@functools.cache
+def _claimed() -> re.Pattern[str] | None:
+    """The other file names some kind gives its logs (Parser.names)."""
+    from .sources import kinds  # (the registry imports the parsers, which import nothing of this module)
+
+    names = [p.names for p in kinds().values() if p.names]
+    return re.compile("|".join(f"(?:{n})" for n in names)) if names else None
+
+
 def is_log(name: str) -> bool:
-    return name.endswith(".jsonl") or name.endswith(".jsonl.zst")
+    if name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
+        return True
+    claimed = _claimed()
+    return claimed is not None and claimed.fullmatch(os.path.basename(name)) is not None
+
+
+def is_document(path: str) -> bool:
+    """A log that is one JSON document (`*.json`), rewritten whole when it
+    changes: read whole, as one line, and again whole after any change."""
+    return path.endswith(".json")
 
 
 def is_zst(path: str) -> bool:

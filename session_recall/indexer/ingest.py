@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import apsw
 import orjson
 
-from ..model import MessageEvent, SessionEvent, TitleEvent
+from ..model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
 from ..rows import one
 from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
+from .project import strip_escapes
 
 
 def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:
@@ -99,8 +100,9 @@ class Writer:
 
     def _redact(self, text: str) -> str:
         """For titles, which may come redacted already (a title a parser kept
-        in its state until its session opened): placeholders are kept."""
-        text, n = self.redactor.redact(text, keep_placeholders=True)
+        in its state until its session opened): placeholders are kept.
+        Terminal escapes are no more part of a title than of a message."""
+        text, n = self.redactor.redact(strip_escapes(text), keep_placeholders=True)
         self.counts["secrets_redacted"] += n
         return text
 
@@ -139,6 +141,25 @@ class Writer:
             elif isinstance(ev, TitleEvent):
                 row = self.session_row(source, ev.cwd, ev.session_id)
                 self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (self._redact(ev.title), row))
+            elif isinstance(ev, ForgetEvent):
+                self._forget(source, file_id, ev)
+
+    def _forget(self, source: str, file_id: int, ev: ForgetEvent) -> None:
+        """A rewind: the messages this log took back leave the index (their
+        bytes are wiped at the end of the pass, like any deleted message's)."""
+        session = self.session_row(source, ev.cwd, ev.session_id)
+        for mid in ev.message_ids:
+            # `mid` itself, and `mid#...` (ids from `#` up to `$`, the next character).
+            rows = list(self.conn.execute(
+                "SELECT id, message_id FROM messages WHERE session = ?1 AND file_id = ?2 "
+                "AND (message_id = ?3 OR (message_id > ?3 || '#' AND message_id < ?3 || '$') "
+                "OR message_id = ?3 || '#')",
+                (session, file_id, mid)))
+            for rowid, message_id in rows:
+                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
+                self.held.pop((session, message_id), None)
+                self.counts["messages_forgotten"] += 1
 
     def _message(self, source: str, file_id: int, ev: MessageEvent) -> None:
         session = self.session_row(source, ev.cwd, ev.session_id)
@@ -146,9 +167,11 @@ class Writer:
             # Settled with nothing to search: it replaces its deltas, if any,
             # with nothing, so the message is not (or no longer) searchable.
             self.skips["empty"] += 1
+            # (A record written again whole with nothing left replaces its
+            # earlier copy from the same log, settled or not.)
             gone = self.conn.execute(
-                "SELECT id FROM messages WHERE session = ? AND message_id = ? AND settled = 0",
-                (session, ev.message_id)).fetchone()
+                "SELECT id FROM messages WHERE session = ? AND message_id = ? AND (settled = 0 OR (? AND file_id = ?))",
+                (session, ev.message_id, int(ev.replaces), file_id)).fetchone()
             if gone:
                 self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", gone)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
@@ -189,11 +212,15 @@ class Writer:
             (session, ev.message_id),
         ))
         if ev.settled and old_settled and old_file == file_id:
-            # The same log settles this message a second time: a settled
-            # message is final, so the first text stands, as it does against
-            # a late delta.
-            self.skips["duplicate_message"] += 1
-            return
+            if ev.replaces:
+                if text == old_text:
+                    return  # written again unchanged
+            else:
+                # The same log settles this message a second time: a settled
+                # message is final, so the first text stands, as it does
+                # against a late delta.
+                self.skips["duplicate_message"] += 1
+                return
         n = 0  # secrets the stream's concatenation redacted
         if ev.settled or old_file != file_id:
             # A settled text replaces the deltas. A message read before from

@@ -185,6 +185,29 @@ def batches(path: str, kind: str, offset: int, state: dict, key: bytes, *,
         events, skips, start, n_lines, noise, blank = [], Counter(), end, 0, 0, 0
         return b
 
+    if F.is_document(path):
+        # One JSON document, rewritten whole when it changes (the sync reads
+        # it again from the start after any change): one line, all of it.
+        if offset:
+            return
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limits.max_line_bytes:
+                skips["too_large"] += 1
+                end = size
+                yield Batch([], skips, end, orjson.loads(orjson.dumps(parser.state)), 1, end,
+                            F.prefix_hash(path, end))
+                return
+            block = fh.read()
+        end = len(block)
+        n_lines = 1
+        if block.strip():
+            events.extend(feed_line(parser, block, skips, limits.max_line_bytes))
+        else:
+            blank += 1
+        yield cut()
+        return
+
     # The hot loop. Most lines are noise: the test of Parser.is_noise is
     # inlined for lines without surrounding white space, and noise is counted
     # in a local, so such a line costs a split, a few byte comparisons and

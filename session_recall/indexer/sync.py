@@ -33,6 +33,7 @@ from ..text.tokens import TOKENIZER_VERSION
 from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
+from .project import PROJECTION_VERSION, strip_escapes
 from .sources import detect_kind, kind_names
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ class SyncReport:
     lines: int = 0
     messages_added: int = 0
     messages_updated: int = 0
+    # Messages a log took back (a Gemini CLI rewind): gone from the index.
+    messages_forgotten: int = 0
     secrets_redacted: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     rebuilt: bool = False
@@ -137,6 +140,7 @@ class Syncer:
         r.skipped = dict(sorted(self.skipped.items()))
         r.messages_added = self.writer.counts["messages_added"]
         r.messages_updated = self.writer.counts["messages_updated"]
+        r.messages_forgotten = self.writer.counts["messages_forgotten"]
         r.secrets_redacted = self.writer.counts["secrets_redacted"]
         r.elapsed_s = round(time.perf_counter() - t0, 3)
         return r
@@ -162,6 +166,7 @@ class Syncer:
         self.report.skipped = dict(sorted(self.skipped.items()))
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
+        self.report.messages_forgotten = self.writer.counts["messages_forgotten"]
         return self.report
 
     def _wipe(self) -> None:
@@ -361,7 +366,8 @@ class Syncer:
                 elif ident != phash:
                     self._reset(fid, prefix=ident)
                     offset, state = 0, None
-            elif st.st_size < offset or (offset and F.prefix_hash(path, offset) != phash):
+            elif st.st_size < offset or (offset and (F.is_document(path) or F.prefix_hash(path, offset) != phash)):
+                # (A document, read whole, that changed at all is read again whole.)
                 self._reset(fid, prefix=None)
                 offset, state, expect = 0, None, None
             else:
@@ -379,6 +385,10 @@ class Syncer:
         detected from the lines before its damage (which its read then
         counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
+        if F.is_document(path):  # its first "line" is all of it
+            with open(path, "rb") as fh:
+                head = fh.read(self.limits.max_line_bytes + 1)
+            return detect_kind([head]) if len(head) <= self.limits.max_line_bytes else None
         try:
             for line, _ in F.read_lines(path, 0):
                 first.append(line)
@@ -632,12 +642,13 @@ class Syncer:
     # --- versions ---------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """The tokenizer or redactor changed: derive everything again.
+        """The tokenizer, redactor or projection changed: derive everything again.
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text, and so are
-        titles and attachment ids."""
+        are projected again (what a newer projection drops from text already
+        projected: terminal escapes), re-redacted and re-tokenized from their
+        stored text, and so are titles and attachment ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -654,7 +665,7 @@ class Syncer:
                 "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
             )
             for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
-                text, _ = self.redactor.redact(text, keep_placeholders=True)
+                text, _ = self.redactor.redact(strip_escapes(text), keep_placeholders=True)
                 names = []
                 if atts:
                     items = orjson.loads(atts)
@@ -669,11 +680,12 @@ class Syncer:
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
             for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
-                new, n = self.redactor.redact(title, keep_placeholders=True)
-                if n:
+                new, n = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
+                if n or new != title:
                     self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+            self.store.set_meta("projection_version", str(PROJECTION_VERSION))
             self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
             # The kept messages were re-redacted in place: their old text is in
             # freed space of pages not zeroed on older databases, and the old

@@ -94,7 +94,7 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
         """A page of ranked, gated passages for `query` (terms, all must
         match) and/or `question` (natural language):
         1. refuse a credential-shaped query before touching any corpus;
@@ -107,7 +107,8 @@ class Engine:
            passages per session in a first pass, a second pass filling
            unused slots; when the AND of two or more terms matches nothing,
            the best partial matches, marked;
-        6. assemble passages within byte budgets, redactions rendered;
+        6. assemble passages within byte budgets (smaller `for_model`: a page
+           that fits a model's tool result), redactions rendered;
         7. the envelope: status, the hint for what to do next, the cursor."""
         t0 = time.perf_counter()
         self._now = time.time()
@@ -131,8 +132,9 @@ class Engine:
         if verdict.scope is None:
             return self._envelope(t0, query, question, "denied", verdict.hint)
         scope = verdict.scope
+        root = scope.cwd if scope.kind == "project" else None
         if (early := self._unanswerable(scope, session_id)) is not None:
-            return self._envelope(t0, query, question, *early, terms=term_names)
+            return self._envelope(t0, query, question, *early, terms=term_names, project_root=root)
         # 4. paging
         key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
         offset = 0
@@ -140,7 +142,8 @@ class Engine:
         if cursor:
             cur = E.read_cursor(cursor)
             if (stale := E.cursor_hint(cur, key, generation)) is not None:
-                return self._envelope(t0, query, question, "stale_cursor", stale, terms=term_names)
+                return self._envelope(t0, query, question, "stale_cursor", stale, terms=term_names,
+                                      project_root=root)
             assert cur is not None  # cursor_hint refuses a cursor that could not be read
             offset = cur["o"]
         # 5. retrieve, rank and select
@@ -150,10 +153,14 @@ class Engine:
         selected, more, partial, run = self._select(terms, kw_terms, kw_group, scope, run, limit, offset + limit)
         # 6. passages
         rend = P.Renderer(self.settings.redaction)
+        budgets = P.for_model(limit) if for_model else P.FULL
         results, left_out = P.collect(self.conn, selected[offset:], terms=[t.folded for t in terms],
-                                      keywords=term_names, rend=rend, caller_session=caller_session, scope=scope)
+                                      keywords=term_names, rend=rend, caller_session=caller_session, scope=scope,
+                                      budgets=budgets)
         if left_out:
-            run.gaps["response_budget"] = E.response_budget_gap(left_out, P.RESPONSE_BYTES)
+            run.gaps["response_budget"] = (
+                E.response_budget_gap(left_out, budgets.response_chars, "characters") if budgets.response_chars
+                else E.response_budget_gap(left_out, budgets.response))
             more = True
         # 7. the envelope
         next_cursor = E.make_cursor(key, offset + len(results), generation) if more and results else None
@@ -163,7 +170,7 @@ class Engine:
         else:
             status, hint = "no_match", self._no_match_hint(scope, terms, kw_terms, all_projects, offset, run)
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
-                              redacted=rend.redacted, terms=term_names)
+                              redacted=rend.redacted, terms=term_names, project_root=root)
 
     def _unanswerable(self, scope: Scope, session_id: str | None) -> tuple[Status, str] | None:
         """The status and hint of a recall that has nothing to search: an
@@ -278,7 +285,8 @@ class Engine:
         result = Result(session_id=session_id, source=source, title=rend(row[1]), cwd=scwd, started_at=row[2],
                         score=0.0, partial=False, matched_terms=[], passage=passage)
         return self._envelope(t0, anchor, None, "ok", E.turn_hint(len(passage.messages)), Run(engine="none"),
-                              results=[result], redacted=rend.redacted)
+                              results=[result], redacted=rend.redacted,
+                              project_root=verdict.scope.cwd if verdict.scope.kind == "project" else None)
 
 
 @overload

@@ -91,7 +91,13 @@ def quoted(values: list[str], sep: str) -> str:
 
 
 def scope_words(scope: Scope) -> str:
-    base = "all projects" if scope.kind == "all" else f"the project {scope.cwd}"
+    if scope.kind == "all":
+        base = "all projects"
+    elif scope.exact:
+        base = (f"{scope.cwd} itself (a root or home folder is no project: the sessions of the projects below it "
+                "are searched only with all projects, or with the cwd of one of them)")
+    else:
+        base = f"the project {scope.cwd}"
     return base + (f", session {scope.session_id}" if scope.session_id else "")
 
 
@@ -181,9 +187,9 @@ def partial_gap(n_terms: int, max_terms: int) -> str:
             f"only in queries of at most {max_terms} terms")
 
 
-def response_budget_gap(left_out: int, budget: int) -> str:
+def response_budget_gap(left_out: int, budget: int, unit: str = "bytes") -> str:
     return (f"{left_out} more passages did not fit the "
-            f"response budget of {budget} bytes; page with next_cursor")
+            f"response budget of {budget} {unit}; page with next_cursor")
 
 
 def scope_gap(scope: Scope) -> str:

@@ -44,6 +44,36 @@ MIN_PIECE_BYTES = 64
 READABLE = ("image", "text")
 
 
+@dataclass(frozen=True)
+class Budgets:
+    """What one passage and one response may hold, in UTF-8 bytes of text
+    (docs/recall.md). `response_chars`, when set, also bounds the results'
+    compact JSON (defaults left out) in characters: what a harness hands a
+    model, markup and all."""
+
+    hit: int = HIT_BYTES
+    neighbour: int = NEIGHBOUR_BYTES
+    tool_result: int = TOOL_RESULT_BYTES
+    passage: int = PASSAGE_BYTES
+    response: int = RESPONSE_BYTES
+    response_chars: int | None = None
+
+
+FULL = Budgets()
+# For a model (the MCP server): a default page of 5 passages fits about
+# 8,000 characters of JSON, the size of a result that no harness cuts; a
+# result's markup (ids, anchor, times) costs 600-900 characters of it, so
+# the text of a passage gets less than a kilobyte, and `recall_more` the rest.
+MODEL_PASSAGE_CHARS = 1450
+MODEL_RESPONSE_CHARS = 40000
+
+
+def for_model(limit: int) -> Budgets:
+    """Budgets for a page of `limit` passages read by a model."""
+    return Budgets(hit=600, neighbour=200, tool_result=400, passage=800, response=RESPONSE_BYTES,
+                   response_chars=min(MODEL_RESPONSE_CHARS, MODEL_PASSAGE_CHARS * limit))
+
+
 def anchor_id(source: str, cwd: str, session_id: str, message_id: str) -> str:
     """Opaque, stable across rebuilds, and naming its session unambiguously."""
     raw = orjson.dumps([source, cwd, session_id, message_id])
@@ -157,7 +187,7 @@ def materials(raw: list[dict], *, session_id: str, readable_session: str | None,
 
 def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, str, str], anchor_row: int,
           terms: list[str], rend: Renderer, caller_session: str | None, wide: bool = False,
-          cut_terms: list[str] | None = None) -> Passage:
+          cut_terms: list[str] | None = None, budgets: Budgets = FULL) -> Passage:
     """The passage around one anchor message. `terms` (all must occur) decide
     which neighbours are hits; long texts are cut around the first of
     `cut_terms` (default: `terms`; a question's keywords in question mode)."""
@@ -187,15 +217,17 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
                 n += 1
             i += direction
     picked.sort(key=lambda r: r[6])
-    budget = MORE_PASSAGE_BYTES if wide else PASSAGE_BYTES
+    budget = MORE_PASSAGE_BYTES if wide else budgets.passage
     out: list[PassageMessage] = []
     # the anchor first claims its budget, then neighbours in order of closeness
     order = sorted(picked, key=lambda r: (r[0] != anchor_row, abs(r[6] - anchor_seq)))
     texts: dict[int, tuple[str, bool]] = {}
     for r in order:
-        per = TOOL_RESULT_BYTES if r[2] == "tool_result" else (HIT_BYTES if hit_flags[r[0]] else NEIGHBOUR_BYTES)
-        if wide and r[2] != "tool_result":
-            per *= 4
+        if wide:
+            per = TOOL_RESULT_BYTES if r[2] == "tool_result" else 4 * (HIT_BYTES if hit_flags[r[0]] else NEIGHBOUR_BYTES)
+        else:
+            per = (budgets.tool_result if r[2] == "tool_result"
+                   else budgets.hit if hit_flags[r[0]] else budgets.neighbour)
         per = min(per, budget)
         if per <= 0:
             continue
@@ -226,28 +258,31 @@ def own_session(caller_session: str | None, session_cwd: str, scope: Scope) -> s
 
 
 def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keywords: list[str], rend: Renderer,
-            caller_session: str | None, scope: Scope) -> tuple[list[Result], int]:
-    """The results of a page of hits, each with its passage, within
-    RESPONSE_BYTES (the first always), and how many hits were left out.
+            caller_session: str | None, scope: Scope, budgets: Budgets = FULL) -> tuple[list[Result], int]:
+    """The results of a page of hits, each with its passage, within the
+    response budgets (the first always), and how many hits were left out.
     `terms`: the query's folded terms (all must occur in a hit); `keywords`:
     every folded term and keyword (long texts are cut around them; with no
     `terms`, a question's, they mark the hits)."""
     results: list[Result] = []
-    used = 0
+    used = used_chars = 0
     for hit in page:
         s = one(conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
                              (hit.session,)))
         passage = build(conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
                         terms=terms, rend=rend, caller_session=own_session(caller_session, s[1], scope),
-                        cut_terms=keywords)
+                        cut_terms=keywords, budgets=budgets)
         if not terms:  # question mode: mark hits by any keyword
             for m in passage.messages:
                 m.is_hit = m.is_hit or any(occurs(k, match_text(m.text)) for k in keywords)
         size = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in passage.messages)
-        if results and used + size > RESPONSE_BYTES:
+        result = Result(session_id=s[2], source=s[0], title=rend(s[3]), cwd=s[1], started_at=s[4],
+                        score=round(hit.score, 6), partial=hit.partial, matched_terms=hit.matched, passage=passage)
+        chars = len(result.model_dump_json(exclude_defaults=True)) if budgets.response_chars else 0
+        if results and (used + size > budgets.response
+                        or (budgets.response_chars and used_chars + chars > budgets.response_chars)):
             return results, len(page) - len(results)
         used += size
-        results.append(Result(session_id=s[2], source=s[0], title=rend(s[3]), cwd=s[1], started_at=s[4],
-                              score=round(hit.score, 6), partial=hit.partial, matched_terms=hit.matched,
-                              passage=passage))
+        used_chars += chars
+        results.append(result)
     return results, 0

@@ -8,8 +8,6 @@ transaction, so a resumed read continues exactly where the last one stopped.
 
 from __future__ import annotations
 
-import os
-
 from .base import Parser, Skip, load_object
 
 __all__ = ["Parser", "Skip", "default_folders", "detect_kind", "kind_names", "kinds", "load_object"]
@@ -19,8 +17,9 @@ def kinds() -> dict[str, type[Parser]]:
     from .canonical import CanonicalParser
     from .claude_code import ClaudeCodeParser
     from .codex import CodexParser
+    from .gemini import GeminiParser
 
-    return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser)}
+    return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser, GeminiParser)}
 
 
 def kind_names() -> tuple[str, ...]:
@@ -31,13 +30,7 @@ def kind_names() -> tuple[str, ...]:
 def default_folders() -> list[tuple[str, str]]:
     """(folder, kind) of every harness's default log folders, whether or not
     they exist on this machine."""
-    out = []
-    for name, parser in kinds().items():
-        if parser.home is None:
-            continue
-        home = os.environ.get(parser.home_env or "") or os.path.join(os.path.expanduser("~"), parser.home)
-        out += [(os.path.join(home, folder), name) for folder in parser.folders]
-    return out
+    return [(folder, name) for name, parser in kinds().items() for folder in parser.default_folders()]
 
 
 def detect_kind(first_lines: list[bytes]) -> str | None:

@@ -7,6 +7,7 @@ parsers).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -47,8 +48,10 @@ def _parse_int(digits: str) -> int | float:
     return int(digits) if len(digits) <= 19 else float(digits)
 
 
-def load_object(line: bytes) -> dict:
-    """Parse one log line into a JSON object, or raise Skip with the reason."""
+def load_object(line: bytes, *, typed: bool = True) -> dict:
+    """Parse one log line into a JSON object, or raise Skip with the reason.
+    `typed`: the object must have a string "type" (every kind's lines but
+    Gemini CLI's, whose metadata and update records have none)."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -70,7 +73,7 @@ def load_object(line: bytes) -> dict:
             raise Skip("nul_bytes" if b"\x00" in line else "malformed_json") from None
     if not isinstance(value, dict):
         raise Skip("not_object")
-    if not isinstance(value.get("type"), str):
+    if typed and not isinstance(value.get("type"), str):
         raise Skip("missing_type")
     return value
 
@@ -90,9 +93,23 @@ class Parser:
     home_env: ClassVar[str | None] = None
     home: ClassVar[str | None] = None
     folders: ClassVar[tuple[str, ...]] = ()
+    # File names this kind's logs have besides `*.jsonl` and `*.jsonl.zst`
+    # (a regular expression matched against the whole name), e.g. Gemini
+    # CLI's legacy `session-*.json`. A `*.json` file is a document: read
+    # whole, as one line, and read again whole whenever it changes.
+    names: ClassVar[str | None] = None
     # The bytes that every line this kind indexes contains (its "type"
     # values); see is_noise.
     indexed_types: ClassVar[re.Pattern[bytes]]
+
+    @classmethod
+    def default_folders(cls) -> list[str]:
+        """Where this harness keeps its logs by default, whether or not they
+        exist: `folders` inside `$home_env`, else inside `~/home`."""
+        if cls.home is None:
+            return []
+        home = os.environ.get(cls.home_env or "") or os.path.join(os.path.expanduser("~"), cls.home)
+        return [os.path.join(home, folder) for folder in cls.folders]
 
     def __init__(self, path: str, state: dict | None = None):
         self.path = path
