@@ -212,8 +212,8 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-ALL = ("cmrc", "cranfield", "mixed", "c3", "dream")
-CONVERSATIONS = ("c3", "dream")
+ALL = ("cmrc", "cranfield", "mixed", "c3", "dream", "coding")
+CONVERSATIONS = ("c3", "dream", "coding")
 
 
 def set_names(choice: str) -> list[str]:
