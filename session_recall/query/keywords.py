@@ -41,6 +41,12 @@ STOP_ZH = frozenset(
     可以 要 想 说 过 着 得 地 上周 昨天 今天 前天 最近 之前 以前 当时 那次 那天 时候 哪 谁 多少 几 所以 因为
     如果 但是 然后 已经 还是 是不是 一些 这些 那些 选 用""".split()
     + """男 女 男的 女的 男人 女人 说话人 对话 谈话""".split()
+    # Interrogatives (what English's wh-words are above) and the frame of a
+    # question about what was said (根据, 关于, 意思): a conversation uses them
+    # as freely as the question does. +0.8 points of session hit@1 on C3's
+    # tuning half, +3 on the coding set's Chinese questions.
+    + """哪种 哪些 哪里 哪儿 哪位 哪家 哪天 哪年 什么样 怎么样 怎样 如何 为何 几个 多久 多长 多少 是否 是什么
+    干什么 做什么 啥 根据 关于 下列 哪项 正确 可能 知道 意思 说明 主要""".split()
 )
 # jieba's precise mode (jieba.cut) rather than its search mode
 # (cut_for_search, which adds the dictionary words inside a long word as
