@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-__all__ = ["KINDS", "Index", "WriterBusy"]
+__all__ = ["KINDS", "Index", "NotAnIndex", "WriterBusy"]
 __version__ = "0.1.0"
 
 

@@ -12,10 +12,16 @@ import orjson
 
 from . import KINDS, Index, WriterBusy
 from .config import ConfigError
+from .terminal import visible
 
 
 def _dump(value) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _echo(message: str, *, err: bool = False) -> None:
+    """A line for a person: control characters from logs or paths shown, not sent (terminal.visible)."""
+    click.echo(visible(message), err=err)
 
 
 def _open(ctx: click.Context) -> Index:
@@ -29,6 +35,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.ClickException as e:
+            e.message = visible(e.message)  # a path or a log's words, on a terminal
+            raise
         except (apsw.CorruptError, apsw.NotADBError) as e:
             raise click.ClickException(
                 f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
@@ -51,14 +60,14 @@ def main(ctx: click.Context, db: str | None, config: str | None) -> None:
 def _print_report(r, *, prefix: str = "") -> None:
     d = r.as_dict()
     skipped = ", ".join(f"{k} {v}" for k, v in d["skipped"].items()) or "none"
-    click.echo(
+    _echo(
         f"{prefix}{d['files']} files ({d['files_read']} read, {d['bytes_read'] / 1e6:.2f} MB, {d['lines']} lines) "
         f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated"
         + (f", {d['messages_forgotten']} taken back by their logs" if d["messages_forgotten"] else "") + "; "
         f"skipped: {skipped}"
     )
     if d["wiped"] or d["vacuumed"]:
-        click.echo(
+        _echo(
             f"{prefix}wiped {d['wiped']} forgotten messages in {d['wipe_s']:.2f}s (FTS5 merged, freed pages "
             f"zeroed{', file vacuumed' if d['vacuumed'] else ''}, WAL truncated)"
             + (" - not finished: a reader held an old snapshot; the next pass wipes" if d["wipe_pending"] else "")
@@ -70,9 +79,9 @@ def _say_defaults(ix: Index) -> None:
     origin, sources = ix.register_default_sources()
     where = "configured sources" if origin == "config" else "default locations found"
     if sources:
-        click.echo(f"{where}: " + ", ".join(f"{p} ({k})" for p, k in sources), err=True)
+        _echo(f"{where}: " + ", ".join(f"{p} ({k})" for p, k in sources), err=True)
     else:
-        click.echo("no sources configured and no harness's folder found (Claude Code, Codex, Gemini CLI...); "
+        _echo("no sources configured and no harness's folder found (Claude Code, Codex, Gemini CLI...); "
                    "give a PATH, or add [[sources]] to the config", err=True)
 
 
@@ -135,12 +144,12 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
-        click.echo(f"watching {', '.join(paths) or 'known sources'} into {ix.path} (Ctrl-C stops)", err=True)
+        _echo(f"watching {', '.join(paths) or 'known sources'} into {ix.path} (Ctrl-C stops)", err=True)
         try:
             watcher.run()
         except WriterBusy as e:
             raise click.ClickException(str(e)) from None
-    click.echo("stopped", err=True)
+    _echo("stopped", err=True)
 
 
 @main.command()
@@ -153,19 +162,19 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         _dump(st)
         return
-    click.echo(f"{st['db']}: {st['sessions']} sessions, {st['messages']} messages "
+    _echo(f"{st['db']}: {st['sessions']} sessions, {st['messages']} messages "
                f"({st['streaming']} still streaming), {st['db_bytes'] / 1e6:.2f} MB")
-    click.echo(f"schema {st['schema_version']}, tokenizer {st['tokenizer_version']}, "
+    _echo(f"schema {st['schema_version']}, tokenizer {st['tokenizer_version']}, "
                f"redactor {st['redactor_version']}" + (" (stale: the next index rebuilds)" if st["stale"] else ""))
     for s in st["sources"]:
-        click.echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
+        _echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
     if st["skipped"]:
-        click.echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
+        _echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
     if st["wipe_pending"]:
-        click.echo(f"wipe pending: {st['wipe_pending']} deleted messages may still have bytes in the file "
+        _echo(f"wipe pending: {st['wipe_pending']} deleted messages may still have bytes in the file "
                    "(the next `recall index` wipes them)")
     if st["waiting"]:
-        click.echo("waiting: " + ", ".join(f"{k} {v}" for k, v in st["waiting"].items())
+        _echo("waiting: " + ", ".join(f"{k} {v}" for k, v in st["waiting"].items())
                    + " (a log's last line has no newline yet; it is read when it comes)")
 
 
@@ -173,7 +182,7 @@ def _confirm_on_terminal(question: str) -> bool | None:
     """The `confirm` policy on a terminal: ask; no terminal means no answer."""
     if not sys.stdin.isatty():
         return None
-    return click.confirm(question, default=False, err=True)
+    return click.confirm(visible(question), default=False, err=True)
 
 
 def _confirm_for(all_projects: bool):
@@ -203,6 +212,13 @@ def _highlight(text: str, terms: list[str]) -> str:
     return "".join(out)
 
 
+def _plain(text: str) -> str:
+    """Text from a log as rich markup that prints it literally and safely."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
 def _print_envelope(env) -> None:
     from rich.console import Console
 
@@ -210,17 +226,17 @@ def _print_envelope(env) -> None:
     for r in env.results:
         date = (r.started_at or "")[:10]
         flag = "  [dim](partial)[/]" if r.partial else ""
-        console.print(f"[bold]{r.title or r.session_id}[/]  ·  {date}  ·  {r.cwd}{flag}")
+        console.print(f"[bold]{_plain(r.title or r.session_id)}[/]  ·  {date}  ·  {_plain(r.cwd)}{flag}")
         for m in r.passage.messages:
             marker = ">" if m.is_anchor else " "
-            text = _highlight(m.text, env.diagnostics.terms) if m.is_hit else m.text
+            text = _highlight(visible(m.text), env.diagnostics.terms) if m.is_hit else _plain(m.text)
             console.print(f" {marker} [cyan]{m.role}[/] {text}")
             for mat in m.materials:
-                console.print(f"     [dim]{mat.kind}: {mat.name} ({mat.bytes} bytes)[/]")
+                console.print(f"     [dim]{mat.kind}: {_plain(mat.name)} ({mat.bytes} bytes)[/]")
         console.print(f"   [dim]anchor {r.passage.anchor_id}[/]\n")
-    console.print(f"[dim]{env.hint}[/]")
+    console.print(f"[dim]{_plain(env.hint)}[/]")
     for k, v in env.gaps.items():
-        console.print(f"[dim]gap ({k}): {v}[/]")
+        console.print(f"[dim]gap ({k}): {_plain(v)}[/]")
     if env.next_cursor:
         console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
 
@@ -295,7 +311,7 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool) -> None:
     if as_json:
         _dump(report)
     else:
-        click.echo(report["message"], err=not report["ok"])
+        _echo(report["message"], err=not report["ok"])
     ctx.exit(0 if report["ok"] else 1)
 
 

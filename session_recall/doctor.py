@@ -24,7 +24,7 @@ import apsw
 from .config import Settings, default_sources
 from .indexer.files import Limits
 from .indexer.sync import Syncer
-from .store import Store, check_database, writer_lock
+from .store import NotAnIndex, Store, check_database, refuse_foreign, writer_lock
 
 
 def _read_old(path: Path) -> tuple[list[tuple[str, str]] | None, str | None, str]:
@@ -73,6 +73,12 @@ def doctor(path: str | os.PathLike[str], settings: Settings, *, repair: bool = F
     if not path.exists():
         report["problems"] = ["no database at this path"]
         report["message"] = f"{path}: no database here (nothing to check; `recall index` builds one)."
+        return report
+    try:
+        refuse_foreign(path)  # another program's database is not damaged, and never repaired
+    except NotAnIndex as e:
+        report["problems"] = ["not a session-recall index"]
+        report["message"] = str(e)
         return report
     try:
         problems = check_database(path)

@@ -21,13 +21,13 @@ from .query.gates import Confirm, Scope, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Run
 from .rows import one
-from .store import Store, WriterBusy
+from .store import NotAnIndex, Store, WriterBusy
 from .text.redact import find_secret
 
 if TYPE_CHECKING:
     from .indexer.watch import Watcher
 
-__all__ = ["KINDS", "Index", "Match", "WriterBusy"]
+__all__ = ["KINDS", "Index", "Match", "NotAnIndex", "WriterBusy"]
 
 
 @dataclass

@@ -178,6 +178,8 @@ def render_text(env: Envelope) -> str:
     content: status, hint, gaps and passages; no diagnostics (they stay in the
     structured content)."""
     lines = [f"status: {env.status}", f"hint: {env.hint}"]
+    if env.project_root:
+        lines.append(f"project_root: {env.project_root}")
     lines += [f"gap {k}: {v}" for k, v in env.gaps.items()]
     if env.next_cursor:
         lines.append(f"next_cursor: {env.next_cursor}")
@@ -270,7 +272,8 @@ class RecallServer:
         if self.index.settings.all_projects != "confirm" or what is None:
             return NOT_ASKED
         # A cwd at `/`, `$HOME` or above this project is an all-projects search too (gates).
-        wide = None if all_projects else Index.wide_scope(cwd or self.cwd, self.cwd)
+        # No cwd given: the server's own directory, never wider than its project (gates).
+        wide = None if all_projects or cwd is None else Index.wide_scope(cwd, self.cwd)
         if not all_projects and wide is None:
             return NOT_ASKED
         if not _can_elicit(ctx):
@@ -310,7 +313,7 @@ class RecallServer:
                      session_id: str | None, limit: int | None, cursor: str | None, consent: Any) -> Envelope:
         decision = _decision(consent)
         env = await self._run(self.index.recall, query or "", _blank_to_none(question), all_projects,
-                              _blank_to_none(cwd) or self.cwd, _blank_to_none(session_id), limit,
+                              _blank_to_none(cwd), _blank_to_none(session_id), limit,
                               _blank_to_none(cursor), caller_session=self._caller(ctx),
                               confirm=self._confirm(decision), caller_cwd=self.cwd, for_model=True)
         return self._explain(env, decision)
@@ -318,7 +321,7 @@ class RecallServer:
     async def recall_more(self, ctx: Context, anchor: str, all_projects: bool, cwd: str | None,
                           consent: Any) -> Envelope:
         decision = _decision(consent)
-        env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd) or self.cwd,
+        env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd),
                               all_projects=all_projects, caller_session=self._caller(ctx),
                               confirm=self._confirm(decision), caller_cwd=self.cwd)
         return self._explain(env, decision)

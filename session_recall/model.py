@@ -199,6 +199,10 @@ class Envelope(_Out):
     query: str
     question: str | None = None
     status: Status
+    project_root: str | None = Field(default=None, description=(
+        "the project the search was confined to: the top of the git work tree holding the cwd, else the cwd "
+        "(in `/`, the home folder or above it, only the sessions started there); null when it searched all "
+        "projects or nothing (refused, empty query, denied)"))
     results: list[Result] = Field(default_factory=list)
     next_cursor: str | None = None
     hint: str

@@ -30,6 +30,8 @@ from pathlib import Path
 import apsw
 
 from . import migrations
+from .config import ConfigError
+from .indexer.project import PROJECTION_VERSION
 from .rows import one
 from .text.redact import REDACTOR_VERSION
 from .text.tokens import TOKENIZER_VERSION
@@ -39,6 +41,84 @@ BUSY_TIMEOUT_MS = 5000
 
 class WriterBusy(RuntimeError):
     """Another process holds the writer lock of this database."""
+
+
+class NotAnIndex(ConfigError):
+    """The database file named is an SQLite database of something else (a
+    wrong `--db`): it is never migrated into. A configuration error: the
+    setting names the wrong file."""
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+# What the first migration creates, in one transaction with its record.
+_INDEX_TABLES = {"_migrations", "meta", "sessions", "messages", "message_fts"}
+
+
+def foreign_tables(path: Path) -> list[str] | None:
+    """The tables of the SQLite database at `path` when it is not a
+    session-recall index; None when it is one, or may become one: no file,
+    an empty file, a database without tables, or one with only the record
+    of migrations that an interrupted first open left (and None for a file
+    that is not SQLite at all, or cannot be read: the damage checks say what
+    it is). Read on a read-only connection of its own, before anything
+    writes."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(16) != SQLITE_HEADER:
+                return None
+    except OSError:
+        return None
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        if tables <= {"_migrations"}:
+            return None
+        if tables >= _INDEX_TABLES and conn.execute(
+                "SELECT 1 FROM _migrations WHERE name = 'm001_initial'").fetchone():
+            return None
+        return sorted(tables)
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def refuse_foreign(path: Path) -> None:
+    """Raise NotAnIndex when `path` is an SQLite database of something else."""
+    tables = foreign_tables(path)
+    if tables is not None:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise NotAnIndex(
+            f"{path} is an SQLite database but not a session-recall index (its tables: {shown}); recall never "
+            "writes into another program's database. Give --db (or RECALL_DB) a new file or an existing index.")
+
+
+def _private(path: Path) -> None:
+    """A new index is readable by its owner alone: it holds every
+    conversation. Its folder, when created here, is 0700; the file is created
+    0600 before SQLite opens it, and SQLite gives its WAL and shm files the
+    database's mode. A folder that exists keeps its mode. An index file that
+    others may read (made before this rule) becomes 0600, with its WAL and
+    shm, when its owner opens it."""
+    if not path.parent.is_dir():
+        path.parent.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            path.parent.mkdir(mode=0o700)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return
+    except FileExistsError:
+        pass
+    refuse_foreign(path)
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(OSError):
+            st = p.stat()
+            if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+                os.chmod(p, st.st_mode & 0o700)
 
 
 def utcnow() -> str:
@@ -60,7 +140,7 @@ def read_is_empty(conn: apsw.Connection) -> bool:
 class Store:
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path).expanduser().resolve()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _private(self.path)
         self.conn = apsw.Connection(str(self.path))
         self.conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -97,14 +177,18 @@ class Store:
     # --- meta -----------------------------------------------------------------
 
     def _ensure_meta(self) -> None:
-        keys = ("created_at", "tokenizer_version", "redactor_version", "redaction_key")
+        keys = ("created_at", "tokenizer_version", "redactor_version", "projection_version", "redaction_key")
         # Every open after the first only reads: a reader must not queue for
         # the write lock behind a writer's batch.
-        if {row[0] for row in self.conn.execute("SELECT key FROM meta")} >= set(keys):
+        have = {row[0] for row in self.conn.execute("SELECT key FROM meta")}
+        if have >= set(keys):
             return
+        # An index built before the projection had a version was built by
+        # version 1: it is stale, and the next sync rebuilds it.
+        projection = 1 if "tokenizer_version" in have else PROJECTION_VERSION
         with self.atomic():
             for key, value in zip(keys, (utcnow(), str(TOKENIZER_VERSION), str(REDACTOR_VERSION),
-                                         secrets.token_hex(32))):
+                                         str(projection), secrets.token_hex(32))):
                 self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     def meta(self, key: str) -> str | None:
@@ -134,12 +218,15 @@ class Store:
             "schema_version": migrations.schema_version(self.conn),
             "tokenizer_version": int(self.meta("tokenizer_version") or 0),
             "redactor_version": int(self.meta("redactor_version") or 0),
+            "projection_version": int(self.meta("projection_version") or 0),
         }
 
     def stale_versions(self) -> bool:
-        """True when the index was built by another tokenizer or redactor."""
+        """True when the index was built by another tokenizer, redactor or
+        projection (indexer/project.py)."""
         v = self.versions()
-        return v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+        return (v["tokenizer_version"] != TOKENIZER_VERSION or v["redactor_version"] != REDACTOR_VERSION
+                or v["projection_version"] != PROJECTION_VERSION)
 
     # --- counts -----------------------------------------------------------------
 

@@ -196,7 +196,59 @@ def _string_values(value) -> list[str]:
     return []
 
 
+ESC, BEL, ST = "\x1b", "\x07", "\x9c"
+CONTROL_STRINGS = frozenset("]PX^_")  # after ESC: OSC, DCS, SOS, PM, APC
+C1_STRINGS = "\x90\x98\x9d\x9e\x9f"
+
+
+def without_escapes(text: str) -> str:
+    """docs/formats.md, "Terminal escape sequences are not text", read one
+    character at a time."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\x9b" or (c == ESC and text[i + 1 : i + 2] == "["):  # a control sequence
+            i += 1 if c == "\x9b" else 2
+            while i < n and "0" <= text[i] <= "?":
+                i += 1
+            while i < n and " " <= text[i] <= "/":
+                i += 1
+            if i < n and "@" <= text[i] <= "~":
+                i += 1
+        elif c in C1_STRINGS or (c == ESC and text[i + 1 : i + 2] in CONTROL_STRINGS):  # a control string
+            i += 1 if c in C1_STRINGS else 2
+            while i < n and text[i] not in (BEL, ESC, ST, "\n"):
+                i += 1
+            if text[i : i + 1] in (BEL, ST):
+                i += 1
+            elif text[i : i + 2] == ESC + "\\":
+                i += 2
+        elif c == ESC:  # any other escape, or a lone ESC
+            i += 1
+            if i < n and " " <= text[i] <= "/":
+                while i < n and " " <= text[i] <= "/":
+                    i += 1
+                if i < n and "0" <= text[i] <= "~":
+                    i += 1
+            elif i < n and "0" <= text[i] <= "~":
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def visible(role: str, text: str, tool_name: str | None) -> str | None:
+    """The terminal escapes gone, that text as contract 2.2 says, for the
+    simple shapes the test writes."""
+    if role not in ("user", "assistant", "tool_call", "tool_result"):
+        return None
+    seen = _visible(role, text, tool_name)
+    return None if seen is None else without_escapes(seen)
+
+
+def _visible(role: str, text: str, tool_name: str | None) -> str | None:
     """Contract 2.2, for the simple shapes the test writes: user and assistant
     text verbatim; a tool call's name and the string values of its JSON
     arguments (or its plain argument text); a tool result's string values when

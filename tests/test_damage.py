@@ -28,6 +28,7 @@ import pytest
 from session_recall import Index, migrations
 from session_recall.config import Settings
 from session_recall.indexer.files import prefix_hash
+from session_recall.indexer.project import PROJECTION_VERSION
 from session_recall.store import check_database
 from session_recall.text.redact import REDACTOR_VERSION, Redactor, render
 from session_recall.text.tokens import TOKENIZER_VERSION, index_body
@@ -232,9 +233,12 @@ def test_a_first_schema_database_upgrades_in_place_with_its_data(tmp_path, isola
     key = os.urandom(32)
     redactor = Redactor(key)
     with conn:
+        # The versions of today's text pipeline (a database without
+        # `projection_version` was built by projection 1, and is rebuilt:
+        # test_escapes.py), so that the upgrade alone is what is tested.
         for k, v in (("created_at", "2026-01-05T09:00:00Z"), ("tokenizer_version", str(TOKENIZER_VERSION)),
-                     ("redactor_version", str(REDACTOR_VERSION)), ("redaction_key", key.hex()),
-                     ("generation", "3")):
+                     ("redactor_version", str(REDACTOR_VERSION)), ("projection_version", str(PROJECTION_VERSION)),
+                     ("redaction_key", key.hex()), ("generation", "3")):
             conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (k, v))
         conn.execute("INSERT INTO sources(id, path, kind, added_at, last_indexed_at) VALUES (1, ?, 'canonical', ?, ?)",
                      (os.path.realpath(logs), "2026-01-05T09:00:00Z", "2026-01-05T09:01:00Z"))

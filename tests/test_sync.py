@@ -15,6 +15,7 @@ import pytest
 import zstandard
 
 from session_recall import Index
+from session_recall.indexer.project import PROJECTION_VERSION
 from session_recall.text.redact import REDACTOR_VERSION
 from session_recall.text.tokens import TOKENIZER_VERSION
 from tests.helpers import found, messages, write
@@ -500,7 +501,7 @@ def test_deltas_and_settle_in_one_read(index, logs_dir, canonical):
 # --- a version change rebuilds ------------------------------------------------
 
 
-@pytest.mark.parametrize("key", ["tokenizer_version", "redactor_version"])
+@pytest.mark.parametrize("key", ["tokenizer_version", "redactor_version", "projection_version"])
 def test_version_change_rebuilds_keeping_deleted_sources(index, db_path, logs_dir, canonical, key):
     a, b, c = canonical("sa"), canonical("sb", cwd="/home/ada/b"), canonical("sc")
     write(logs_dir / "a.jsonl", a.session(), a.message("m1", "上周给简历选的什么字体"),
@@ -522,7 +523,8 @@ def test_version_change_rebuilds_keeping_deleted_sources(index, db_path, logs_di
     assert messages(index) == before
     st = index.status()
     assert (st["messages"], st["streaming"], st["stale"]) == (4, 1, False)
-    assert (st["tokenizer_version"], st["redactor_version"]) == (TOKENIZER_VERSION, REDACTOR_VERSION)
+    assert (st["tokenizer_version"], st["redactor_version"], st["projection_version"]) == (
+        TOKENIZER_VERSION, REDACTOR_VERSION, PROJECTION_VERSION)
     assert found(index, "字体") == [("sa", "m1")]
     assert found(index, "streaming") == [("sa", "m2")]
     assert found(index, "bittern") == [("sb", "m1")]

@@ -286,4 +286,10 @@ def mixed() -> Dataset:
                          "Cranfield queries, interleaved")
 
 
-SETS = {"cmrc": cmrc, "cranfield": cranfield, "mixed": mixed, "cmrc-trial": lambda: cmrc("trial")}
+def _coding() -> Dataset:
+    from bench.quality.coding import coding  # it builds on this module
+
+    return coding()
+
+
+SETS = {"cmrc": cmrc, "cranfield": cranfield, "mixed": mixed, "cmrc-trial": lambda: cmrc("trial"), "coding": _coding}

@@ -82,8 +82,9 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
-def ours(ix: Index, question: str) -> list[tuple[str, str]]:
-    env = ix.recall(query="", question=question, all_projects=True, limit=LIMIT)
+def ours(ix: Index, question: str, query: str = "") -> list[tuple[str, str]]:
+    """A question (question=), or with `query` a keyword item (query=, its terms ANDed)."""
+    env = ix.recall(query=query, question=None if query else question, all_projects=True, limit=LIMIT)
     out = []
     for r in env.results:
         anchor = next((m.message_id for m in r.passage.messages if m.is_anchor), "")
@@ -102,11 +103,14 @@ def prepare(name: str, workdir: Path) -> tuple[D.Dataset, Index, int, float]:
     t0 = time.perf_counter()
     ix = Index.open(db, config=config)
     ix.sync([str(logs)], kind="canonical")
+    sources = getattr(ds, "sources", [])  # real logs, indexed where they lie with their kinds (coding set)
+    for path, kind in sources:
+        ix.sync([str(path)], kind=kind)
     index_s = time.perf_counter() - t0
     indexed = ix.status()["messages"]
-    if indexed != n_messages:
+    if indexed != n_messages and not sources:
         raise SystemExit(f"{name}: wrote {n_messages} messages but the index holds {indexed}")
-    return ds, ix, n_messages, index_s
+    return ds, ix, indexed, index_s
 
 
 def evaluate(ix: Index, questions: list[D.Question], systems: tuple[str, ...],
@@ -116,7 +120,7 @@ def evaluate(ix: Index, questions: list[D.Question], systems: tuple[str, ...],
     for q in questions:
         for system in systems:
             t = time.perf_counter()
-            ranked = ours(ix, q.text) if system == "ours" else getattr(base, system)(q.text, LIMIT)
+            ranked = ours(ix, q.text, getattr(q, "query", "")) if system == "ours" else getattr(base, system)(q.text, LIMIT)
             ms = (time.perf_counter() - t) * 1000
             rs, rm = ranks(ranked, q)
             per_system[system].append({"qid": q.qid, "script": q.script, "session": rs, "message": rm, "ms": ms,

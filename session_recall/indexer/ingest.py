@@ -20,6 +20,7 @@ from ..paths import recorded
 from ..rows import one
 from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
+from .project import strip_escapes
 
 
 def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:
@@ -99,8 +100,9 @@ class Writer:
 
     def _redact(self, text: str) -> str:
         """For titles, which may come redacted already (a title a parser kept
-        in its state until its session opened): placeholders are kept."""
-        text, n = self.redactor.redact(text, keep_placeholders=True)
+        in its state until its session opened): placeholders are kept.
+        Terminal escapes are no more part of a title than of a message."""
+        text, n = self.redactor.redact(strip_escapes(text), keep_placeholders=True)
         self.counts["secrets_redacted"] += n
         return text
 

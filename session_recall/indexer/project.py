@@ -1,4 +1,8 @@
-"""What is searchable of each message, by role (contract §2.2)."""
+"""What is searchable of each message, by role (contract §2.2).
+
+The projection has a version, recorded in the index with the tokenizer's and
+the redactor's (Store.versions): a change rebuilds the index (Syncer.rebuild).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,34 @@ import re
 import orjson
 
 from ..text.redact import is_secret_key
+
+# 2: terminal escape sequences are dropped from every projected text.
+PROJECTION_VERSION = 2
+
+# ECMA-48 escape sequences, which tools print to colour, move the cursor or
+# title the terminal window: not text. In order: a control sequence (CSI:
+# `ESC [` or U+009B, parameter and intermediate bytes, a final byte, which a
+# cut-off sequence lacks); a control string (OSC `ESC ]`, DCS `ESC P`, SOS
+# `ESC X`, PM `ESC ^`, APC `ESC _`, or their one-character forms) up to its
+# terminator (BEL, `ESC \` or U+009C), or to the end of its line when it has
+# none; an nF sequence (`ESC ( B`); any other escape (`ESC 7`, `ESC =`, `ESC c`),
+# or a lone ESC.
+_ESCAPE = re.compile(
+    r"(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[\x20-\x2f]+[\x30-\x7e]?"
+    r"|\x1b[\x30-\x7e]?"
+)
+_C1_START = re.compile(r"[\x90\x98\x9b\x9d\x9e\x9f]")
+
+
+def strip_escapes(text: str) -> str:
+    """`text` without its terminal escape sequences: `\\x1b[31mFAILED\\x1b[0m`
+    is `FAILED`. Text without any is returned as it is."""
+    if "\x1b" not in text and (text.isascii() or _C1_START.search(text) is None):
+        return text
+    return _ESCAPE.sub("", text)
+
 
 # A JSON string literal, and whether a colon follows it (an object's key).
 _STRING = re.compile(rb'"((?:[^"\\]|\\.)*)"(\s*:)?', re.DOTALL)
@@ -85,12 +117,15 @@ def visible_text(text: str) -> str:
 
 
 def project(role: str, text: str, tool_name: str | None = None) -> str | None:
-    """The searchable text of one message, or None when the role is not indexed."""
+    """The searchable text of one message, or None when the role is not
+    indexed. Terminal escape sequences are dropped in every role: tool output
+    is full of them, and Claude Code records the output of a `!` command as
+    user text."""
     if role in ("user", "assistant"):
-        return text
+        return strip_escapes(text)
     if role == "tool_call":
         args = visible_text(text)
-        return f"{tool_name}\n{args}" if tool_name else args
+        return strip_escapes(f"{tool_name}\n{args}" if tool_name else args)
     if role == "tool_result":
-        return visible_text(text)
+        return strip_escapes(visible_text(text))
     return None  # system text is not indexed by default

@@ -33,6 +33,7 @@ from ..text.tokens import TOKENIZER_VERSION
 from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
+from .project import PROJECTION_VERSION, strip_escapes
 from .sources import SourceBusy, detect_database, detect_kind, kind_names, kinds
 
 log = logging.getLogger(__name__)
@@ -687,12 +688,13 @@ class Syncer:
     # --- versions ---------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """The tokenizer or redactor changed: derive everything again.
+        """The tokenizer, redactor or projection changed: derive everything again.
 
         Files still on disk are re-read from the start. Messages whose file is
         gone (harnesses delete old transcripts; the index is where they survive)
-        are re-redacted and re-tokenized from their stored text, and so are
-        titles and attachment ids."""
+        are projected again (what a newer projection drops from text already
+        projected: terminal escapes), re-redacted and re-tokenized from their
+        stored text, and so are titles and attachment ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -709,7 +711,7 @@ class Syncer:
                 "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
             )
             for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
-                text, _ = self.redactor.redact(text, keep_placeholders=True)
+                text, _ = self.redactor.redact(strip_escapes(text), keep_placeholders=True)
                 names = []
                 if atts:
                     items = orjson.loads(atts)
@@ -724,11 +726,12 @@ class Syncer:
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
             for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
-                new, n = self.redactor.redact(title, keep_placeholders=True)
-                if n:
+                new, n = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
+                if n or new != title:
                     self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
+            self.store.set_meta("projection_version", str(PROJECTION_VERSION))
             self.conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
             # The kept messages were re-redacted in place: their old text is in
             # freed space of pages not zeroed on older databases, and the old

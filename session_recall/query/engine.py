@@ -132,8 +132,9 @@ class Engine:
         if verdict.scope is None:
             return self._envelope(t0, query, question, "denied", verdict.hint)
         scope = verdict.scope
+        root = scope.cwd if scope.kind == "project" else None
         if (early := self._unanswerable(scope, session_id)) is not None:
-            return self._envelope(t0, query, question, *early, terms=term_names)
+            return self._envelope(t0, query, question, *early, terms=term_names, project_root=root)
         # 4. paging
         key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
         offset = 0
@@ -141,7 +142,8 @@ class Engine:
         if cursor:
             cur = E.read_cursor(cursor)
             if (stale := E.cursor_hint(cur, key, generation)) is not None:
-                return self._envelope(t0, query, question, "stale_cursor", stale, terms=term_names)
+                return self._envelope(t0, query, question, "stale_cursor", stale, terms=term_names,
+                                      project_root=root)
             assert cur is not None  # cursor_hint refuses a cursor that could not be read
             offset = cur["o"]
         # 5. retrieve, rank and select
@@ -168,7 +170,7 @@ class Engine:
         else:
             status, hint = "no_match", self._no_match_hint(scope, terms, kw_terms, all_projects, offset, run)
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
-                              redacted=rend.redacted, terms=term_names)
+                              redacted=rend.redacted, terms=term_names, project_root=root)
 
     def _unanswerable(self, scope: Scope, session_id: str | None) -> tuple[Status, str] | None:
         """The status and hint of a recall that has nothing to search: an
@@ -283,7 +285,8 @@ class Engine:
         result = Result(session_id=session_id, source=source, title=rend(row[1]), cwd=scwd, started_at=row[2],
                         score=0.0, partial=False, matched_terms=[], passage=passage)
         return self._envelope(t0, anchor, None, "ok", E.turn_hint(len(passage.messages)), Run(engine="none"),
-                              results=[result], redacted=rend.redacted)
+                              results=[result], redacted=rend.redacted,
+                              project_root=verdict.scope.cwd if verdict.scope.kind == "project" else None)
 
 
 @overload

@@ -91,7 +91,13 @@ def quoted(values: list[str], sep: str) -> str:
 
 
 def scope_words(scope: Scope) -> str:
-    base = "all projects" if scope.kind == "all" else f"the project {scope.cwd}"
+    if scope.kind == "all":
+        base = "all projects"
+    elif scope.exact:
+        base = (f"{scope.cwd} itself (a root or home folder is no project: the sessions of the projects below it "
+                "are searched only with all projects, or with the cwd of one of them)")
+    else:
+        base = f"the project {scope.cwd}"
     return base + (f", session {scope.session_id}" if scope.session_id else "")
 
 

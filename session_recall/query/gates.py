@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .. import paths
@@ -113,15 +113,21 @@ class Scope:
     session_id: str | None = None
     # Every spelling of the root (compare form): the resolved one and the one given.
     roots: tuple[str, ...] = field(default=(), compare=False)
+    # Only sessions started in the root itself, not below: the default scope
+    # of a caller standing in `/`, $HOME or above it, which is no project.
+    exact: bool = False
 
     def __post_init__(self):
         if not self.roots:
             object.__setattr__(self, "roots", (paths.key(self.cwd),))
 
     def in_root(self, session_cwd: str) -> bool:
-        """The recorded cwd is the root or inside it (any spelling of the root)."""
+        """The recorded cwd is the root or inside it (any spelling of the root);
+        in an exact scope, the root itself."""
         p = session_path(session_cwd)
-        return p is not None and any(paths.under(p, r) for r in self.roots)
+        if p is None:
+            return False
+        return any(p == r if self.exact else paths.under(p, r) for r in self.roots)
 
     def covers_cwd(self, session_cwd: str, settings: Settings) -> bool:
         if self.kind == "project" and not self.in_root(session_cwd):
@@ -144,13 +150,19 @@ def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None,
                  confirm: Confirm | None = None, caller_cwd: str | None = None) -> Verdict:
     """The scope a query runs in, or a refusal with a hint (fail closed).
     `caller_cwd` is where the caller stands (default: this process's
-    directory); a `cwd` that is `/`, `$HOME` or above the caller's project is
-    an all-projects search for the policy, however it was asked."""
+    directory), and the default `cwd`; a `cwd` given that is `/`, `$HOME` or
+    above the caller's project is an all-projects search for the policy,
+    however it was asked."""
     # Lone surrogates (a non-UTF-8 name from argv, say) are read as U+FFFD, as
     # the indexer read the cwds recorded in logs.
-    roots = project_roots(cwd or os.getcwd())
+    roots = project_roots(cwd or caller_cwd or os.getcwd())
     project = Scope("project", roots[0], session_id, roots)
     if not all_projects:
+        if cwd is None:
+            # The caller's own directory is the default scope; standing in `/`,
+            # $HOME or above it (no project), that is the sessions started
+            # there, never every project below it.
+            return Verdict(replace(project, exact=True) if why_wide(roots, ()) else project)
         wide = why_wide(roots, project_roots(caller_cwd or os.getcwd()))
         if wide is None:
             return Verdict(project)
