@@ -108,6 +108,8 @@ class _Enqueue(FileSystemEventHandler):
         paths = [os.fsdecode(event.src_path)]
         if getattr(event, "dest_path", ""):
             paths.append(os.fsdecode(event.dest_path))
+        # A database in WAL mode is written through its `-wal` file.
+        paths = [p.removesuffix("-wal") for p in paths]
         # A folder's "modified" comes with every write closed in it: only folders
         # created, moved or deleted need a reconcile (a file event names the file).
         structural = event.event_type in ("moved", "deleted") or (
