@@ -46,7 +46,25 @@ def _open(ctx: click.Context) -> Index:
         raise click.ClickException(str(e)) from None
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A global option given after the subcommand (`recall search foo --db x.db`)."""
+    if value is not None and param.name:
+        ctx.ensure_object(dict)[param.name] = value
+
+
+def _global_options() -> list[click.Parameter]:
+    return [click.Option(["--db"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Index database (also before the command)."),
+            click.Option(["--config"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Settings file (also before the command).")]
+
+
 class _Group(click.Group):
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command takes the global options after its name too."""
+        cmd.params.extend(_global_options())
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context):
         try:
             try:
@@ -66,6 +84,7 @@ class _Group(click.Group):
               help="Index database (default: $RECALL_DB, else recall.db under the XDG data dir).")
 @click.option("--config", type=click.Path(dir_okay=False), envvar="RECALL_CONFIG", default=None,
               help="Settings file (default: config.toml under the XDG config dir).")
+@click.version_option(package_name="session-recall", prog_name="recall")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Recall what was said in past agent sessions."""

@@ -4,13 +4,8 @@
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
-
-def run_all(run_recall, *argvs: list) -> list:
-    """Each argv run as `recall ...`, side by side (each start costs a second)."""
-    with ThreadPoolExecutor(4) as pool:
-        return list(pool.map(lambda argv: run_recall(*argv), argvs))
+from tests.helpers import run_all
 
 
 def test_exit_codes_follow_grep(proj, corpus, run_recall, tmp_path):
