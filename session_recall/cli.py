@@ -133,6 +133,7 @@ def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as
     indexed before."""
     with _open(ctx) as ix:
         try:
+            _must_exist(ctx, paths)
             if not paths:
                 _say_defaults(ix)
             if sys.stderr.isatty() and not as_json:
@@ -149,11 +150,49 @@ def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as
             else:
                 report = ix.sync(list(paths) or None, kind, prune=prune)
         except WriterBusy as e:
-            raise click.ClickException(str(e)) from None
+            _hand_to_watcher(ix, e, list(paths), kind)
+            return
     if as_json:
         _dump(report.as_dict())
     else:
         _print_report(report, prefix="indexed ")
+
+
+def _must_exist(ctx: click.Context, paths: tuple[str, ...] | list[str]) -> None:
+    """A PATH that does not exist stops the command (exit 2) before anything is registered."""
+    for p in paths:
+        if not os.path.exists(os.path.expanduser(p)):
+            _echo(f"recall: {p}: no such file or directory", err=True)
+            ctx.exit(2)
+
+
+HANDOVER_WAIT_S = 30.0
+
+
+def _hand_to_watcher(ix: Index, busy: WriterBusy, paths: list[str], kind: str) -> None:
+    """`recall index` while `recall watch` holds the index: the watcher takes
+    the new sources (and says when it indexed them); any other writer: say so."""
+    import time
+
+    pid = ix.watcher_pid()
+    if pid is None:
+        raise click.ClickException(str(busy))
+    if not paths:
+        _echo(f"recall watch (pid {pid}) keeps {ix.path} current already: nothing to do", err=True)
+        return
+    ix.hand_to_watcher(paths, kind)
+    _echo(f"recall watch (pid {pid}) holds {ix.path}: handed it {', '.join(paths)}", err=True)
+    deadline = time.monotonic() + HANDOVER_WAIT_S
+    waiting = list(paths)
+    while waiting and time.monotonic() < deadline:
+        waiting = [p for p in waiting if not ix.source_indexed_at(p)]
+        if waiting:
+            time.sleep(0.1)
+    for p in paths:
+        if p in waiting:
+            _echo(f"{p}: handed to recall watch (pid {pid}), still indexing; `recall status` shows when it is done")
+        else:
+            _echo(f"{p}: indexed by recall watch (pid {pid}), which keeps it current")
 
 
 @main.command()
@@ -173,7 +212,11 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
             if report.bytes_read or report.files_missing or report.files_renamed:
                 _print_report(report, prefix="synced ")
 
-        watcher = ix.watcher(list(paths) or None, kind, on_sync=on_sync)
+        def on_source(path: str, kind: str) -> None:
+            _echo(f"new source: {path} ({kind}), indexed and watched", err=True)
+
+        _must_exist(ctx, paths)
+        watcher = ix.watcher(list(paths) or None, kind, on_sync=on_sync, on_source=on_source)
 
         def stop(signum, frame) -> None:
             watcher.stop()
@@ -186,6 +229,77 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
         except WriterBusy as e:
             raise click.ClickException(str(e)) from None
     _echo("stopped", err=True)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def sources(ctx: click.Context, as_json: bool) -> None:
+    """List the sources (folders of session logs) the index reads; `add` and
+    `remove` change the list."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with _open(ctx) as ix:
+        listed = ix.sources()
+    if as_json:
+        _dump(listed)
+        return
+    if not listed:
+        _echo("no sources yet: `recall index` finds the harness folders, `recall sources add PATH` adds one")
+    for s in listed:
+        note = ", in the config" if s["configured"] else ""
+        _echo(f"{s['kind']:<12} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at'] or 'never'}{note}")
+
+
+@sources.command("add")
+@click.argument("path")
+@click.option("--kind", type=click.Choice(KINDS), default="auto", show_default=True)
+@click.pass_context
+def sources_add(ctx: click.Context, path: str, kind: str) -> None:
+    """Add PATH as a source (`recall index` reads it; a running `recall watch` takes it at once)."""
+    _must_exist(ctx, [path])
+    with _open(ctx) as ix:
+        try:
+            real = ix.add_source(path, kind)
+        except WriterBusy as e:
+            _hand_to_watcher(ix, e, [path], kind)
+            return
+    _echo(f"added {real} ({kind}); `recall index` reads it")
+
+
+@sources.command("remove")
+@click.argument("path")
+@click.pass_context
+def sources_remove(ctx: click.Context, path: str) -> None:
+    """Stop reading PATH; the sessions already read from it stay searchable."""
+    with _open(ctx) as ix:
+        configured = [s["path"] for s in ix.sources() if s["configured"]]
+        try:
+            removed = ix.remove_source(path)
+        except WriterBusy as e:
+            raise click.ClickException(str(e)) from None
+    if not removed:
+        _echo(f"recall: {path}: not a source (`recall sources` lists them)", err=True)
+        ctx.exit(2)
+    _echo(f"removed {path}; its sessions stay searchable")
+    if os.path.realpath(os.path.expanduser(path)) in configured or path in configured:
+        _echo("it is also in the config file's [[sources]]: remove it there, or `recall index` adds it back",
+              err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def projects(ctx: click.Context, as_json: bool) -> None:
+    """The indexed projects (the roots to pass as --cwd), with their sessions
+    and last activity, most recent first."""
+    with _open(ctx) as ix:
+        listed = ix.projects()
+    if as_json:
+        _dump(listed)
+        return
+    for p in listed:
+        _echo(f"{(p['last_activity'] or '')[:16]:<16}  {p['sessions']:>5} sessions  {p['root']}")
 
 
 @main.command()

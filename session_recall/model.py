@@ -109,7 +109,16 @@ class ForgetEvent(BaseModel):
     message_ids: list[str]
 
 
-Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent
+class KeepEvent(BaseModel):
+    """Of the messages this log wrote into the session, exactly these remain
+    (a database whose rows were deleted: an OpenCode revert)."""
+
+    session_id: str
+    cwd: str
+    message_ids: list[str]
+
+
+Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent | KeepEvent
 
 
 # --- the envelope (contract §8) ------------------------------------------------

@@ -6,11 +6,13 @@ messages `Index.search` returns (no limit, no scope) must be exactly the set
 the oracle (tests/oracle.py, a brute-force reading of docs/matching.md) finds
 in the logs themselves, row for row.
 
-Each session is written as canonical log or, one in three, as a Gemini CLI
-recording (records written again whole, system records, tool calls with
-their results inside an assistant record, and a prompt and answer taken back
-by a rewind, whose words must never be found); the oracle reads its canonical
-equivalent.
+Each session is written as a canonical log or as another harness's log: a
+Gemini CLI recording (records written again whole, system records, tool
+calls with their results inside an assistant record, and a prompt and answer
+taken back by a rewind) or an OpenCode database (a part per message,
+synthetic text, tool parts running or completed, and a prompt and answer
+deleted between two passes, as a revert deletes them). Words taken back must
+never be found; the oracle reads each session's canonical equivalent.
 
 Corpus classes: Latin words with shared prefixes, CJK words and random CJK
 runs, mixed scripts, full-width and compatibility forms, combining marks,
@@ -228,7 +230,7 @@ class GenSession:
 
 
 # The formats a session may be written in (docs/formats.md), canonical most often.
-HARNESSES = ["canonical", "canonical", "gemini"]
+HARNESSES = ["canonical", "canonical", "canonical", "gemini", "opencode"]
 # Words that no redactor takes for a secret, for messages a log takes back.
 REWOUND_WORDS = ["font", "serif", "字体", "简历", "youer", "Miso", "浮窗", "résumé"]
 
@@ -314,18 +316,92 @@ def gemini_log(gs: GenSession, folder: Path, n: int) -> list[dict]:
     return [{"type": "message", **c} for c in canonical]
 
 
-def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None) -> list[Path]:
+OPENCODE_SCHEMA = (Path(__file__).resolve().parents[1] / "fixtures" / "opencode" / "opencode.sql").read_text(
+    encoding="utf-8").split("INSERT INTO", 1)[0]
+
+
+def opencode_db(gs: GenSession, folder: Path, n: int, later: list) -> list[dict]:
+    """Write `gs` into an OpenCode database (WAL mode) under `folder` and
+    return the canonical lines of what it holds: one message per generated
+    message, with one part (text, synthetic text for system text, a tool
+    part running for a call, completed for a result). A prompt and its
+    answer are there at the first pass, and deleted (an applied revert)
+    before the second (`later`)."""
+    import sqlite3
+
+    path = folder / f"opencode-{n}" / "opencode.db"
+    path.parent.mkdir()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(OPENCODE_SCHEMA)
+    t = 1763629200000
+    db.execute("INSERT INTO project VALUES ('p', ?, 'git', NULL, NULL, NULL, ?, ?, NULL, '[]')", (gs.cwd, t, t))
+    db.execute("INSERT INTO session (id, project_id, slug, directory, title, version, time_created, time_updated) "
+               "VALUES (?, 'p', 'slug', ?, 'generated', '1.3.0', ?, ?)", (gs.session_id, gs.cwd, t, t))
+
+    def row(mid: str, role: str, part: dict, i: int) -> None:
+        data = {"role": role, "time": {"created": t + i}}
+        db.execute("INSERT INTO message VALUES (?, ?, ?, ?, ?)", (mid, gs.session_id, t + i, t + i, json.dumps(data)))
+        db.execute("INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+                   (f"prt_{mid}", mid, gs.session_id, t + i, t + i, json.dumps(part, ensure_ascii=gs.ascii_json)))
+
+    gone = " ".join(gs.rewound)
+    row("r-user", "user", {"type": "text", "text": gone}, 0)
+    row("r-answer", "assistant", {"type": "text", "text": gone}, 0)
+    canonical: list[dict] = []
+    for i, m in enumerate(gs.messages, start=1):
+        base = {"session_id": gs.session_id, "turn_id": "", "ts": "2025-11-20T09:00:00.000Z"}
+        mid, text = m.message_id, m.text or ""
+        pid = f"{mid}#prt_{mid}"
+        if m.role in ("user", "assistant"):
+            row(mid, m.role, {"type": "text", "text": text}, i)
+            canonical.append({**base, "message_id": pid, "role": m.role, "text": text})
+        elif m.role == "system":
+            row(mid, "user", {"type": "text", "text": text, "synthetic": True}, i)
+            canonical.append({**base, "message_id": pid, "role": "system", "text": text})
+        elif m.role == "tool_call":
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = None
+            if not isinstance(args, dict):
+                args = {"command": text}
+            row(mid, "assistant", {"type": "tool", "callID": "c", "tool": m.tool_name,
+                                   "state": {"status": "running", "input": args, "time": {"start": t}}}, i)
+            canonical.append({**base, "message_id": pid, "role": "tool_call", "tool_name": m.tool_name,
+                              "text": json.dumps(args, ensure_ascii=False)})
+        else:
+            row(mid, "assistant", {"type": "tool", "callID": "r", "tool": "bash",
+                                   "state": {"status": "completed", "input": {}, "output": text, "title": "",
+                                             "metadata": {}, "time": {"start": t, "end": t}}}, i)
+            canonical.append({**base, "message_id": pid, "role": "tool_call", "tool_name": "bash", "text": "{}"})
+            canonical.append({**base, "message_id": f"{pid}:result", "role": "tool_result", "text": text})
+    db.close()
+
+    def revert() -> None:
+        w = sqlite3.connect(path, isolation_level=None)
+        w.execute("DELETE FROM part WHERE message_id IN ('r-user', 'r-answer')")
+        w.execute("DELETE FROM message WHERE id IN ('r-user', 'r-answer')")
+        w.close()
+
+    later.append(revert)
+    return [{"type": "message", **c} for c in canonical]
+
+
+def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None,
+               later: list | None = None) -> list[Path]:
     """Write each session as its harness would into `folder`; return the
     canonical logs of what they hold, for the oracle (for a session written
     in another format, its canonical equivalent, in `oracle_folder`)."""
     paths = []
     for n, gs in enumerate(sessions):
         lines = [{"type": "session", "session_id": gs.session_id, "cwd": gs.cwd, "started_at": "2026-11-20T09:00:00Z"}]
-        if gs.harness == "gemini":
-            assert oracle_folder is not None
+        if gs.harness in ("gemini", "opencode"):
+            assert oracle_folder is not None and later is not None
+            held = gemini_log(gs, folder, n) if gs.harness == "gemini" else opencode_db(gs, folder, n, later)
             path = oracle_folder / f"{n:02d}-{gs.session_id}.jsonl"
             with open(path, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(obj) + "\n" for obj in lines + gemini_log(gs, folder, n))
+                fh.writelines(json.dumps(obj) + "\n" for obj in lines + held)
             paths.append(path)
             continue
         for i, m in enumerate(gs.messages):
@@ -527,10 +603,15 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
         logs = root / "logs"
         logs.mkdir()
         (root / "oracle").mkdir()
-        paths = write_logs(sessions, logs, root / "oracle")
+        later: list = []
+        paths = write_logs(sessions, logs, root / "oracle", later)
         expected = oracle.read_logs(paths, planted.secrets)
         with Index.open(root / "recall.db") as ix:
             report = ix.sync([str(logs)])
+            if later:  # what a log takes back between two passes (an OpenCode revert)
+                for step in later:
+                    step()
+                report.secrets_redacted += ix.sync([str(logs)]).secrets_redacted
             planted_count = sum(u.count(p) for u in units for p in set(planted.secrets))
             assert report.secrets_redacted == planted_count, "the index redacted other spans than the planted secrets"
 

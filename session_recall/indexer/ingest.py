@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import apsw
 import orjson
 
-from ..model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
+from ..model import ForgetEvent, KeepEvent, MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
 from ..rows import one
 from ..text.redact import PENDING, Redactor
@@ -143,6 +143,20 @@ class Writer:
                 self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (self._redact(ev.title), row))
             elif isinstance(ev, ForgetEvent):
                 self._forget(source, file_id, ev)
+            elif isinstance(ev, KeepEvent):
+                self._keep(source, file_id, ev)
+
+    def _keep(self, source: str, file_id: int, ev: KeepEvent) -> None:
+        """Of this log's messages in the session, only `message_ids` remain."""
+        session = self.session_row(source, ev.cwd, ev.session_id)
+        keep = set(ev.message_ids)
+        for rowid, message_id in list(self.conn.execute(
+                "SELECT id, message_id FROM messages WHERE session = ? AND file_id = ?", (session, file_id))):
+            if message_id not in keep:
+                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
+                self.held.pop((session, message_id), None)
+                self.counts["messages_forgotten"] += 1
 
     def _forget(self, source: str, file_id: int, ev: ForgetEvent) -> None:
         """A rewind: the messages this log took back leave the index (their

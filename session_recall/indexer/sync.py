@@ -34,7 +34,7 @@ from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
 from .project import PROJECTION_VERSION, strip_escapes
-from .sources import detect_kind, kind_names
+from .sources import SourceBusy, detect_database, detect_kind, kind_names, kinds
 
 log = logging.getLogger(__name__)
 
@@ -353,6 +353,9 @@ class Syncer:
             if missing:
                 with self.store.atomic():
                     self.conn.execute("UPDATE files SET missing = 0 WHERE id = ?", (fid,))
+            if F.is_database(path):
+                self._sync_database(fid, kind, path, size, mtime_ns, state, problems)
+                return 1
             # Unchanged size, mtime and inode: nothing to read. A log replaced
             # by another file (written beside it, renamed over it) is a new
             # inode even when size and mtime happen to match.
@@ -380,11 +383,54 @@ class Syncer:
             return 1
         return 0
 
+    def _sync_database(self, fid: int, kind: str, path: str, size: int, mtime_ns: int, state: str | None,
+                       problems: Counter[str]) -> None:
+        """A source that is an SQLite database: what changed since the state
+        saved with it, read by its kind (never written), one transaction a
+        batch with the state after it. Unchanged (with its write-ahead log),
+        it is not opened."""
+        with self._file_errors(problems):
+            sig = F.database_stat(path)
+            if sig == (size, mtime_ns):
+                return
+            st = os.stat(path)
+            for events, new_state, skips in kinds()[kind].read_database(path, orjson.loads(state) if state else {}):
+                self._open_group().join()
+                try:
+                    with self.store.atomic():
+                        if events:
+                            self.store.bump_generation()
+                        self.writer.apply(kind, fid, events)
+                        skips.update(self.writer.skips)
+                        self.writer.skips.clear()
+                        self.conn.execute("UPDATE files SET state = ? WHERE id = ?",
+                                          (orjson.dumps(new_state).decode(), fid))
+                        for reason, n in skips.items():
+                            self.conn.execute(
+                                "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
+                                "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
+                                (fid, reason, n))
+                except BaseException:
+                    self.writer.forget()
+                    raise
+                self.skipped.update(skips)
+                self._batch_done(len(events), 0)
+                self.report.lines += len(events)
+                if self.stop_requested:
+                    return
+            with self.store.atomic():
+                self.conn.execute(
+                    "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
+                    (sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
+            self.report.files_read += 1
+
     def _detect(self, path: str) -> str | None:
         """The kind of a log from its first lines. A damaged `.zst` is
         detected from the lines before its damage (which its read then
         counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
+        if F.is_database(path):
+            return detect_database(path)
         if F.is_document(path):  # its first "line" is all of it
             with open(path, "rb") as fh:
                 head = fh.read(self.limits.max_line_bytes + 1)
@@ -536,7 +582,7 @@ class Syncer:
             problems["unreadable_file"] += 1
         except FileNotFoundError:
             problems["vanished_file"] += 1  # deleted or renamed since it was listed, or while it was read
-        except (F.FileChanged, F.Damaged) as e:
+        except (F.FileChanged, F.Damaged, SourceBusy) as e:
             problems[e.reason] += 1
         except zstandard.ZstdError:
             # A .zst written again while it was decompressed reads as garbage.
