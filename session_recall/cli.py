@@ -10,7 +10,7 @@ import apsw
 import click
 import orjson
 
-from . import KINDS, Index, WriterBusy
+from . import KINDS, Index, WriterBusy, terminal
 from .config import ConfigError
 from .terminal import visible
 
@@ -338,8 +338,17 @@ def _confirm_on_terminal(question: str) -> bool | None:
 def _confirm_for(all_projects: bool):
     """Under the `confirm` policy a terminal prompt asks only when the user
     typed --all-projects: a --cwd at `/`, `~` or above the project (which
-    is an all-projects search too) is refused without it, never prompted."""
-    return _confirm_on_terminal if all_projects else None
+    is an all-projects search too) is refused without it, never prompted.
+    The user is asked once a command, whatever the command asks twice."""
+    if not all_projects:
+        return None
+    answers: list[bool | None] = []
+
+    def ask(question: str) -> bool | None:
+        if not answers:
+            answers.append(_confirm_on_terminal(question))
+        return answers[0]
+    return ask
 
 
 def _highlight(text: str, terms: list[str]) -> str:
@@ -418,7 +427,9 @@ def _answer(env, as_json: bool) -> None:
               help="Search the project at this directory (default: the current one). `/`, `~` or a folder above "
                    "the current project is an all-projects search for the all_projects policy (deny: refused; "
                    "confirm: only with --all-projects, which asks).")
-@click.option("--session", "session_id", default=None, help="Only this session id.")
+@click.option("--session", "session_id", default=None,
+              help="Only this session: its id or the first characters of it, in whichever project it is "
+                   "(another project is an all-projects search for the policy).")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
 @click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
@@ -429,9 +440,17 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
     Several words are one query, all of them must match; a word given with
     spaces in it (`recall search "source serif" font`) is one phrase."""
     query = _query(words)
+    confirm = _confirm_for(all_projects)
     with _open(ctx) as ix:
-        env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
-                        limit=limit, cursor=cursor, confirm=_confirm_for(all_projects))
+        located = None
+        if session_id is not None:  # an id or a unique prefix, wherever the policy lets it be
+            located = ix.locate_session(session_id, cwd=cwd, all_projects=all_projects, confirm=confirm)
+        if located is not None and located.session_id is None:
+            env = ix.show_located(located)
+        else:
+            env = ix.recall(query, question, all_projects=all_projects or bool(located and located.all_projects),
+                            cwd=cwd, session_id=located.session_id if located else None, limit=limit,
+                            cursor=cursor, confirm=confirm)
     code = EXIT_STATUS[env.status]
     if cwd is not None and env.status == "no_match" and "scope" in env.gaps and not os.path.isdir(cwd):
         # Nothing indexed lies there and there is no such folder: a mistyped path.
@@ -452,6 +471,27 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
     with _open(ctx) as ix:
         env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
     _answer(env, as_json)
+    ctx.exit(EXIT_STATUS[env.status])
+
+
+@main.command()
+@click.argument("session")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True,
+              help="Markdown to read or keep; json: the envelope, one result whose passage is the whole session.")
+@click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
+@click.option("--all-projects", is_flag=True, help="The session may be in any project (subject to the policy).")
+@click.pass_context
+def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool) -> None:
+    """Print a whole session (SESSION: its id, or the first characters of it):
+    every message in order, redacted, as evidence."""
+    with _open(ctx) as ix:
+        env = ix.show(session, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
+    if fmt == "json":
+        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    elif env.results:
+        sys.stdout.write(terminal.markdown(env))
+    else:
+        _echo(env.hint, err=True)
     ctx.exit(EXIT_STATUS[env.status])
 
 

@@ -17,7 +17,7 @@ from .doctor import doctor
 from .indexer.files import Limits
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
-from .query.engine import Engine
+from .query.engine import Engine, Located
 from .query.gates import Confirm, Scope, project_of_recorded, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Run
@@ -299,6 +299,29 @@ class Index:
         """Widen one passage (by its anchor_id) to its whole turn."""
         return self.engine.recall_more(anchor, cwd=cwd, all_projects=all_projects, caller_session=caller_session,
                                        confirm=confirm, caller_cwd=caller_cwd)
+
+    def locate_session(self, session: str, *, cwd: str | None = None, all_projects: bool = False,
+                       confirm: Confirm | None = None, caller_cwd: str | None = None) -> Located:
+        """The session that `session` (an id, or a unique prefix of one) names,
+        wherever it lives, under the gates and the all_projects policy
+        (Engine.locate_session); `.session_id` is its full id, or None with a
+        status and hint."""
+        return self.engine.locate_session(session, cwd=cwd, all_projects=all_projects, confirm=confirm,
+                                          caller_cwd=caller_cwd)
+
+    def show(self, session: str, *, cwd: str | None = None, all_projects: bool = False,
+             confirm: Confirm | None = None, caller_cwd: str | None = None,
+             caller_session: str | None = None) -> Envelope:
+        """A whole session (an id, or a unique prefix of one), every message in
+        order, redacted, in scope: one result whose passage is the session."""
+        located = self.locate_session(session, cwd=cwd, all_projects=all_projects, confirm=confirm,
+                                      caller_cwd=caller_cwd)
+        return self.show_located(located, caller_session=caller_session)
+
+    def show_located(self, located: Located, *, caller_session: str | None = None) -> Envelope:
+        """show() of what locate_session() found; with nothing found, the
+        envelope of its status and hint."""
+        return self.engine.show(located, caller_session=caller_session)
 
     def search(self, query: str, limit: int = 10) -> list[tuple[Match, dict]]:
         """Every message matching all terms of `query` in all projects, best

@@ -122,6 +122,24 @@ def unknown_session_hint(session_id: str, scope: Scope) -> str:
             "or search without session_id.")
 
 
+def empty_session_hint() -> str:
+    return "Give a session id (or the first characters of one)."
+
+
+def session_elsewhere_hint(prefix: str) -> str:
+    return (f"Session {prefix!r} is in another project; reading it is an all-projects search, which needs "
+            "the user's confirmation: ask for all_projects (on the command line --all-projects).")
+
+
+def ambiguous_session_hint(prefix: str, ids: list[str]) -> str:
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"{len(ids)} sessions start with {prefix!r} ({shown}); give more of the id."
+
+
+def session_hint(n_messages: int) -> str:
+    return f"The whole session, {n_messages} messages."
+
+
 def foreign_cursor_hint() -> str:
     return ("This cursor does not belong to this query; repeat the query without a "
             "cursor, or with the same query, question, scope and limit.")
