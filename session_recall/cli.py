@@ -19,6 +19,21 @@ def _dump(value) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+# The exit status of `search` and `more`, by the envelope's status, as grep's
+# (README, "Exit codes"): 0 passages found, 1 no message matches (partial
+# matches may be printed; an empty index matched nothing either), 2 bad input
+# or an error, 3 refused (a credential-shaped query) or denied (by the
+# all_projects policy or the user).
+EXIT_FOUND, EXIT_NO_MATCH, EXIT_ERROR, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_STATUS = {
+    "ok": EXIT_FOUND,
+    "partial": EXIT_NO_MATCH, "no_match": EXIT_NO_MATCH, "empty_index": EXIT_NO_MATCH,
+    "empty_query": EXIT_ERROR, "stale_cursor": EXIT_ERROR, "unknown_session": EXIT_ERROR,
+    "unknown_anchor": EXIT_ERROR,
+    "refused": EXIT_REFUSED, "denied": EXIT_REFUSED,
+}
+
+
 def _echo(message: str, *, err: bool = False) -> None:
     """A line for a person: control characters from logs or paths shown, not sent (terminal.visible)."""
     click.echo(visible(message), err=err)
@@ -31,17 +46,37 @@ def _open(ctx: click.Context) -> Index:
         raise click.ClickException(str(e)) from None
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A global option given after the subcommand (`recall search foo --db x.db`)."""
+    if value is not None and param.name:
+        ctx.ensure_object(dict)[param.name] = value
+
+
+def _global_options() -> list[click.Parameter]:
+    return [click.Option(["--db"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Index database (also before the command)."),
+            click.Option(["--config"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Settings file (also before the command).")]
+
+
 class _Group(click.Group):
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command takes the global options after its name too."""
+        cmd.params.extend(_global_options())
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except (apsw.CorruptError, apsw.NotADBError) as e:
+                raise click.ClickException(
+                    f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
+                    "moves it aside and rebuilds it from the session logs.") from None
         except click.ClickException as e:
             e.message = visible(e.message)  # a path or a log's words, on a terminal
+            e.exit_code = max(e.exit_code, EXIT_ERROR)  # as grep: 1 is "no match", an error is 2
             raise
-        except (apsw.CorruptError, apsw.NotADBError) as e:
-            raise click.ClickException(
-                f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
-                "moves it aside and rebuilds it from the session logs.") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,6 +84,7 @@ class _Group(click.Group):
               help="Index database (default: $RECALL_DB, else recall.db under the XDG data dir).")
 @click.option("--config", type=click.Path(dir_okay=False), envvar="RECALL_CONFIG", default=None,
               help="Settings file (default: config.toml under the XDG config dir).")
+@click.version_option(package_name="session-recall", prog_name="recall")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Recall what was said in past agent sessions."""
@@ -355,8 +391,27 @@ def _print_envelope(env) -> None:
         console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
 
 
+def _query(words: tuple[str, ...]) -> str:
+    """The words of the command line as one query: an argument holding white
+    space is a phrase, quoted (unless it already carries quotes of its own)."""
+    return " ".join(f'"{w}"' if any(c.isspace() for c in w) and '"' not in w else w for w in words)
+
+
+def _answer(env, as_json: bool) -> None:
+    """The envelope on stdout: as JSON, or for a person (an answer without
+    results is its hint, on stderr, as grep prints nothing on stdout)."""
+    if as_json:
+        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    elif env.results:
+        _print_envelope(env)
+    else:
+        _echo(env.hint, err=True)
+        for k, v in env.gaps.items():
+            _echo(f"gap ({k}): {v}", err=True)
+
+
 @main.command()
-@click.argument("query", default="")
+@click.argument("words", nargs=-1)
 @click.option("--question", "-q", default=None, help="A question in natural language; its keywords rank.")
 @click.option("--all-projects", is_flag=True, help="Search every project (subject to the all_projects policy).")
 @click.option("--cwd", default=None,
@@ -368,16 +423,22 @@ def _print_envelope(env) -> None:
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
 @click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
 @click.pass_context
-def search(ctx: click.Context, query: str, question: str | None, all_projects: bool, cwd: str | None,
+def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all_projects: bool, cwd: str | None,
            session_id: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
-    """Passages that contain every term of QUERY (and/or answer --question)."""
+    """Passages that contain every term of QUERY (and/or answer --question).
+    Several words are one query, all of them must match; a word given with
+    spaces in it (`recall search "source serif" font`) is one phrase."""
+    query = _query(words)
     with _open(ctx) as ix:
         env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                         limit=limit, cursor=cursor, confirm=_confirm_for(all_projects))
-    if as_json:
-        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
-    else:
-        _print_envelope(env)
+    code = EXIT_STATUS[env.status]
+    if cwd is not None and env.status == "no_match" and "scope" in env.gaps and not os.path.isdir(cwd):
+        # Nothing indexed lies there and there is no such folder: a mistyped path.
+        code = EXIT_ERROR
+        _echo(f"recall: --cwd {cwd}: no such directory", err=True)
+    _answer(env, as_json)
+    ctx.exit(code)
 
 
 @main.command()
@@ -390,10 +451,8 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
     """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
     with _open(ctx) as ix:
         env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
-    if as_json:
-        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
-    else:
-        _print_envelope(env)
+    _answer(env, as_json)
+    ctx.exit(EXIT_STATUS[env.status])
 
 
 @main.command()
