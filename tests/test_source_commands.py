@@ -90,11 +90,15 @@ def test_sources_lists_adds_and_removes(tmp_path, recall, canonical):
     assert listed["path"] == str(logs.resolve()) and listed["files"] == 1 and listed["last_indexed_at"]
     removed = recall("sources", "remove", logs)
     assert removed.returncode == 0, removed.stderr
+    assert recall("sources", "remove", logs).returncode == 2  # not a source any more
     with Index.open(tmp_path / "r.db") as ix:
         assert ix.sources() == []
         # the sessions read from it stay searchable
         assert [r.session_id for r in ix.recall("quux", all_projects=True).results] == ["s1"]
-    assert recall("sources", "remove", logs).returncode == 2  # not a source any more
+        before = ix.status()["messages"]
+        # added again, its files are its own again, read where they were left: nothing twice
+        ix.sync([str(logs)])
+        assert [s["files"] for s in ix.sources()] == [1] and ix.status()["messages"] == before
 
 
 def test_projects_lists_the_roots_with_sessions_and_last_activity(tmp_path, recall, canonical):
