@@ -15,6 +15,7 @@ import orjson
 from .config import Settings, configured_sources, default_db, default_sources, load_settings
 from .doctor import doctor
 from .indexer.files import Limits
+from .indexer.sources import default_folders
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import Engine, Located
@@ -62,6 +63,7 @@ class Index:
         # registers its SQL functions there, once.
         self.engine = Engine(store.reader, settings)
         self._syncer: Syncer | None = None
+        self._first_use_unfinished = False  # the first build ran out of its budget
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, settings: Settings | None = None,
@@ -229,11 +231,10 @@ class Index:
     def _first_use(self) -> dict[str, str]:
         """An empty index with known sources is built before answering, within
         the first-use budget; the gaps say how far it got."""
-        if not self.store.is_empty():
+        if not self.store.is_empty() and not self._first_use_unfinished:
             return {}
         known = self.store.counts()["sources"]
-        configured = self.configured_sources()
-        if not known and not configured:
+        if not known and not self.default_sources()[1]:
             return {}
         timer = threading.Timer(self.settings.first_use_budget_s, self.stop)
         timer.start()
@@ -246,14 +247,26 @@ class Index:
             # and the caller (an agent's tool call) gets an envelope, not a
             # trace. Only the exception's type: its message may quote a log.
             return {"first_use": f"the index is empty and building it failed ({type(e).__name__}); "
-                                 "run `recall index` to see why"}
+                                 "the user can run `recall index` to see why"}
         finally:
             timer.cancel()
         pending = self.store.files_pending()
+        # A long-lived caller (the MCP server) goes on building on its next calls.
+        self._first_use_unfinished = bool(pending)
         if pending:
             return {"first_use": f"the index was empty; it was built for {self.settings.first_use_budget_s:g}s "
-                                 f"before answering and {pending} files are not indexed yet (run `recall index`)"}
+                                 f"before answering and {pending} files are not indexed yet: ask again to "
+                                 "search more of them (the user can run `recall index` to finish)"}
         return {}
+
+    def _empty_index_hint(self) -> str:
+        """What an empty index says to whoever asked (a model, often): where
+        logs were looked for, and what the user can do; no path to guess."""
+        looked = ", ".join(p for p, _ in default_folders())
+        return ("The index is empty and no session logs were found to build it from, so nothing was searched "
+                f"(no sources configured; looked for the harnesses' folders: {looked}). Tell the user: add the "
+                "folder of their session logs as [[sources]] in the session-recall config, or run "
+                "`recall index` with it once.")
 
     # --- asking -----------------------------------------------------------------
 
@@ -297,6 +310,8 @@ class Index:
                                  caller_cwd=caller_cwd, for_model=for_model,
                                  filters=Filters(tuple(roles), tuple(sources), since, until))
         env.gaps.update(gaps)
+        if env.status == "empty_index" and not gaps:  # (a gap says why a build did not fill it)
+            env.hint = self._empty_index_hint()
         return env
 
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,

@@ -113,8 +113,8 @@ def empty_query_hint() -> str:
 
 
 def empty_index_hint() -> str:
-    return ("The index is empty: nothing has been searched. Index session logs first "
-            "(`recall index PATH`, or configure sources).")
+    return ("The index is empty: nothing has been searched. The user can index their session logs "
+            "(`recall index`, or [[sources]] in the config).")
 
 
 def unknown_session_hint(session_id: str, scope: Scope) -> str:
@@ -172,8 +172,8 @@ def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_pro
 
 def nothing_indexed_hint(scope: Scope) -> str:
     return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. "
-            "Index this project's session logs (`recall index PATH`), pass the cwd of the project "
-            "you mean, or search all_projects.")
+            "Pass the cwd of the project you mean, or search all_projects (the user can list the indexed "
+            "projects with `recall projects`).")
 
 
 def last_page_hint() -> str:
