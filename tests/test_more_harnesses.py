@@ -13,12 +13,16 @@ import itertools
 import json
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_sources import PLACEHOLDER, found, roles, sessions, texts
 
 from session_recall import Index
 from session_recall.indexer import files as F
-from session_recall.indexer.sources import kinds
+from session_recall.indexer.sources import Skip, kinds
+from session_recall.model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CURSOR = "8d2c4e6f-1a3b-4c5d-9e7f-0a1b2c3d4e5f"
@@ -180,3 +184,42 @@ def test_secrets_are_redacted(kind, tmp_path, open_index):
     stored = [x for _, _, _, x in texts(ix, SESSION[kind]) if "[anthropic_key]" in PLACEHOLDER.sub(r"[\1]", x)]
     assert len(stored) == 1
     assert key.encode() not in (tmp_path / "recall.db").read_bytes()
+
+
+# --- no line breaks a parser ----------------------------------------------------------
+
+_FIXTURE_LINES = {kind: (str(FIXTURES / rel), [json.loads(line) for line in (FIXTURES / rel).read_text().splitlines()])
+                  for kind, rel in {**LOGS, "gemini": "gemini/tmp/shop/chats/session-2026-11-20T09-00-5e0a7c2d.jsonl"}
+                  .items()}
+
+
+def _deep_corrupt(draw, value, depth: int = 0):
+    """`value` with some of its values, at any depth, replaced by anything."""
+    from test_sources import _VALUES
+
+    if depth < 4 and isinstance(value, dict) and value:
+        return {k: (draw(_VALUES) if draw(st.integers(0, 5)) == 0 else _deep_corrupt(draw, v, depth + 1))
+                for k, v in value.items()}
+    if depth < 4 and isinstance(value, list) and value:
+        return [_deep_corrupt(draw, v, depth + 1) for v in value]
+    return value
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), kind=st.sampled_from(sorted(_FIXTURE_LINES)))
+def test_no_line_breaks_a_parser(data, kind):
+    """Lines of each fixture with values of any shape anywhere: a parser
+    returns events or raises Skip, and its state survives a JSON round trip
+    (it is saved with the offset)."""
+    path, lines = _FIXTURE_LINES[kind]
+    picked = data.draw(st.lists(st.sampled_from(lines), max_size=8))
+    state: dict = {}
+    for obj in picked:
+        p = kinds()[kind](path, state)
+        try:
+            events = p.feed(json.dumps(_deep_corrupt(data.draw, obj), ensure_ascii=False)
+                            .encode("utf-8", "surrogatepass"))
+        except Skip:
+            events = []
+        assert all(isinstance(e, (MessageEvent, SessionEvent, TitleEvent, ForgetEvent)) for e in events)
+        state = orjson.loads(orjson.dumps(p.state))
