@@ -10,13 +10,28 @@ import apsw
 import click
 import orjson
 
-from . import KINDS, Index, WriterBusy
+from . import KINDS, Index, WriterBusy, terminal
 from .config import ConfigError
 from .terminal import visible
 
 
 def _dump(value) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+# The exit status of `search` and `more`, by the envelope's status, as grep's
+# (README, "Exit codes"): 0 passages found, 1 no message matches (partial
+# matches may be printed; an empty index matched nothing either), 2 bad input
+# or an error, 3 refused (a credential-shaped query) or denied (by the
+# all_projects policy or the user).
+EXIT_FOUND, EXIT_NO_MATCH, EXIT_ERROR, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_STATUS = {
+    "ok": EXIT_FOUND,
+    "partial": EXIT_NO_MATCH, "no_match": EXIT_NO_MATCH, "empty_index": EXIT_NO_MATCH,
+    "empty_query": EXIT_ERROR, "stale_cursor": EXIT_ERROR, "unknown_session": EXIT_ERROR,
+    "unknown_anchor": EXIT_ERROR,
+    "refused": EXIT_REFUSED, "denied": EXIT_REFUSED,
+}
 
 
 def _echo(message: str, *, err: bool = False) -> None:
@@ -31,17 +46,37 @@ def _open(ctx: click.Context) -> Index:
         raise click.ClickException(str(e)) from None
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A global option given after the subcommand (`recall search foo --db x.db`)."""
+    if value is not None and param.name:
+        ctx.ensure_object(dict)[param.name] = value
+
+
+def _global_options() -> list[click.Parameter]:
+    return [click.Option(["--db"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Index database (also before the command)."),
+            click.Option(["--config"], type=click.Path(dir_okay=False), expose_value=False, callback=_remember,
+                         help="Settings file (also before the command).")]
+
+
 class _Group(click.Group):
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command takes the global options after its name too."""
+        cmd.params.extend(_global_options())
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except (apsw.CorruptError, apsw.NotADBError) as e:
+                raise click.ClickException(
+                    f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
+                    "moves it aside and rebuilds it from the session logs.") from None
         except click.ClickException as e:
             e.message = visible(e.message)  # a path or a log's words, on a terminal
+            e.exit_code = max(e.exit_code, EXIT_ERROR)  # as grep: 1 is "no match", an error is 2
             raise
-        except (apsw.CorruptError, apsw.NotADBError) as e:
-            raise click.ClickException(
-                f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
-                "moves it aside and rebuilds it from the session logs.") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,6 +84,7 @@ class _Group(click.Group):
               help="Index database (default: $RECALL_DB, else recall.db under the XDG data dir).")
 @click.option("--config", type=click.Path(dir_okay=False), envvar="RECALL_CONFIG", default=None,
               help="Settings file (default: config.toml under the XDG config dir).")
+@click.version_option(package_name="session-recall", prog_name="recall")
 @click.pass_context
 def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     """Recall what was said in past agent sessions."""
@@ -97,6 +133,7 @@ def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as
     indexed before."""
     with _open(ctx) as ix:
         try:
+            _must_exist(ctx, paths)
             if not paths:
                 _say_defaults(ix)
             if sys.stderr.isatty() and not as_json:
@@ -113,11 +150,49 @@ def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as
             else:
                 report = ix.sync(list(paths) or None, kind, prune=prune)
         except WriterBusy as e:
-            raise click.ClickException(str(e)) from None
+            _hand_to_watcher(ix, e, list(paths), kind)
+            return
     if as_json:
         _dump(report.as_dict())
     else:
         _print_report(report, prefix="indexed ")
+
+
+def _must_exist(ctx: click.Context, paths: tuple[str, ...] | list[str]) -> None:
+    """A PATH that does not exist stops the command (exit 2) before anything is registered."""
+    for p in paths:
+        if not os.path.exists(os.path.expanduser(p)):
+            _echo(f"recall: {p}: no such file or directory", err=True)
+            ctx.exit(2)
+
+
+HANDOVER_WAIT_S = 30.0
+
+
+def _hand_to_watcher(ix: Index, busy: WriterBusy, paths: list[str], kind: str) -> None:
+    """`recall index` while `recall watch` holds the index: the watcher takes
+    the new sources (and says when it indexed them); any other writer: say so."""
+    import time
+
+    pid = ix.watcher_pid()
+    if pid is None:
+        raise click.ClickException(str(busy))
+    if not paths:
+        _echo(f"recall watch (pid {pid}) keeps {ix.path} current already: nothing to do", err=True)
+        return
+    ix.hand_to_watcher(paths, kind)
+    _echo(f"recall watch (pid {pid}) holds {ix.path}: handed it {', '.join(paths)}", err=True)
+    deadline = time.monotonic() + HANDOVER_WAIT_S
+    waiting = list(paths)
+    while waiting and time.monotonic() < deadline:
+        waiting = [p for p in waiting if not ix.source_indexed_at(p)]
+        if waiting:
+            time.sleep(0.1)
+    for p in paths:
+        if p in waiting:
+            _echo(f"{p}: handed to recall watch (pid {pid}), still indexing; `recall status` shows when it is done")
+        else:
+            _echo(f"{p}: indexed by recall watch (pid {pid}), which keeps it current")
 
 
 @main.command()
@@ -137,7 +212,11 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
             if report.bytes_read or report.files_missing or report.files_renamed:
                 _print_report(report, prefix="synced ")
 
-        watcher = ix.watcher(list(paths) or None, kind, on_sync=on_sync)
+        def on_source(path: str, kind: str) -> None:
+            _echo(f"new source: {path} ({kind}), indexed and watched", err=True)
+
+        _must_exist(ctx, paths)
+        watcher = ix.watcher(list(paths) or None, kind, on_sync=on_sync, on_source=on_source)
 
         def stop(signum, frame) -> None:
             watcher.stop()
@@ -150,6 +229,77 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
         except WriterBusy as e:
             raise click.ClickException(str(e)) from None
     _echo("stopped", err=True)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def sources(ctx: click.Context, as_json: bool) -> None:
+    """List the sources (folders of session logs) the index reads; `add` and
+    `remove` change the list."""
+    if ctx.invoked_subcommand is not None:
+        return
+    with _open(ctx) as ix:
+        listed = ix.sources()
+    if as_json:
+        _dump(listed)
+        return
+    if not listed:
+        _echo("no sources yet: `recall index` finds the harness folders, `recall sources add PATH` adds one")
+    for s in listed:
+        note = ", in the config" if s["configured"] else ""
+        _echo(f"{s['kind']:<12} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at'] or 'never'}{note}")
+
+
+@sources.command("add")
+@click.argument("path")
+@click.option("--kind", type=click.Choice(KINDS), default="auto", show_default=True)
+@click.pass_context
+def sources_add(ctx: click.Context, path: str, kind: str) -> None:
+    """Add PATH as a source (`recall index` reads it; a running `recall watch` takes it at once)."""
+    _must_exist(ctx, [path])
+    with _open(ctx) as ix:
+        try:
+            real = ix.add_source(path, kind)
+        except WriterBusy as e:
+            _hand_to_watcher(ix, e, [path], kind)
+            return
+    _echo(f"added {real} ({kind}); `recall index` reads it")
+
+
+@sources.command("remove")
+@click.argument("path")
+@click.pass_context
+def sources_remove(ctx: click.Context, path: str) -> None:
+    """Stop reading PATH; the sessions already read from it stay searchable."""
+    with _open(ctx) as ix:
+        configured = [s["path"] for s in ix.sources() if s["configured"]]
+        try:
+            removed = ix.remove_source(path)
+        except WriterBusy as e:
+            raise click.ClickException(str(e)) from None
+    if not removed:
+        _echo(f"recall: {path}: not a source (`recall sources` lists them)", err=True)
+        ctx.exit(2)
+    _echo(f"removed {path}; its sessions stay searchable")
+    if os.path.realpath(os.path.expanduser(path)) in configured or path in configured:
+        _echo("it is also in the config file's [[sources]]: remove it there, or `recall index` adds it back",
+              err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def projects(ctx: click.Context, as_json: bool) -> None:
+    """The indexed projects (the roots to pass as --cwd), with their sessions
+    and last activity, most recent first."""
+    with _open(ctx) as ix:
+        listed = ix.projects()
+    if as_json:
+        _dump(listed)
+        return
+    for p in listed:
+        _echo(f"{(p['last_activity'] or '')[:16]:<16}  {p['sessions']:>5} sessions  {p['root']}")
 
 
 @main.command()
@@ -188,8 +338,17 @@ def _confirm_on_terminal(question: str) -> bool | None:
 def _confirm_for(all_projects: bool):
     """Under the `confirm` policy a terminal prompt asks only when the user
     typed --all-projects: a --cwd at `/`, `~` or above the project (which
-    is an all-projects search too) is refused without it, never prompted."""
-    return _confirm_on_terminal if all_projects else None
+    is an all-projects search too) is refused without it, never prompted.
+    The user is asked once a command, whatever the command asks twice."""
+    if not all_projects:
+        return None
+    answers: list[bool | None] = []
+
+    def ask(question: str) -> bool | None:
+        if not answers:
+            answers.append(_confirm_on_terminal(question))
+        return answers[0]
+    return ask
 
 
 def _highlight(text: str, terms: list[str]) -> str:
@@ -241,29 +400,64 @@ def _print_envelope(env) -> None:
         console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
 
 
+def _query(words: tuple[str, ...]) -> str:
+    """The words of the command line as one query: an argument holding white
+    space is a phrase, quoted (unless it already carries quotes of its own)."""
+    return " ".join(f'"{w}"' if any(c.isspace() for c in w) and '"' not in w else w for w in words)
+
+
+def _answer(env, as_json: bool) -> None:
+    """The envelope on stdout: as JSON, or for a person (an answer without
+    results is its hint, on stderr, as grep prints nothing on stdout)."""
+    if as_json:
+        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    elif env.results:
+        _print_envelope(env)
+    else:
+        _echo(env.hint, err=True)
+        for k, v in env.gaps.items():
+            _echo(f"gap ({k}): {v}", err=True)
+
+
 @main.command()
-@click.argument("query", default="")
+@click.argument("words", nargs=-1)
 @click.option("--question", "-q", default=None, help="A question in natural language; its keywords rank.")
 @click.option("--all-projects", is_flag=True, help="Search every project (subject to the all_projects policy).")
 @click.option("--cwd", default=None,
               help="Search the project at this directory (default: the current one). `/`, `~` or a folder above "
                    "the current project is an all-projects search for the all_projects policy (deny: refused; "
                    "confirm: only with --all-projects, which asks).")
-@click.option("--session", "session_id", default=None, help="Only this session id.")
+@click.option("--session", "session_id", default=None,
+              help="Only this session: its id or the first characters of it, in whichever project it is "
+                   "(another project is an all-projects search for the policy).")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
 @click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
 @click.pass_context
-def search(ctx: click.Context, query: str, question: str | None, all_projects: bool, cwd: str | None,
+def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all_projects: bool, cwd: str | None,
            session_id: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
-    """Passages that contain every term of QUERY (and/or answer --question)."""
+    """Passages that contain every term of QUERY (and/or answer --question).
+    Several words are one query, all of them must match; a word given with
+    spaces in it (`recall search "source serif" font`) is one phrase."""
+    query = _query(words)
+    confirm = _confirm_for(all_projects)
     with _open(ctx) as ix:
-        env = ix.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
-                        limit=limit, cursor=cursor, confirm=_confirm_for(all_projects))
-    if as_json:
-        sys.stdout.write(env.model_dump_json(indent=2) + "\n")
-    else:
-        _print_envelope(env)
+        located = None
+        if session_id is not None:  # an id or a unique prefix, wherever the policy lets it be
+            located = ix.locate_session(session_id, cwd=cwd, all_projects=all_projects, confirm=confirm)
+        if located is not None and located.session_id is None:
+            env = ix.show_located(located)
+        else:
+            env = ix.recall(query, question, all_projects=all_projects or bool(located and located.all_projects),
+                            cwd=cwd, session_id=located.session_id if located else None, limit=limit,
+                            cursor=cursor, confirm=confirm)
+    code = EXIT_STATUS[env.status]
+    if cwd is not None and env.status == "no_match" and "scope" in env.gaps and not os.path.isdir(cwd):
+        # Nothing indexed lies there and there is no such folder: a mistyped path.
+        code = EXIT_ERROR
+        _echo(f"recall: --cwd {cwd}: no such directory", err=True)
+    _answer(env, as_json)
+    ctx.exit(code)
 
 
 @main.command()
@@ -276,10 +470,29 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
     """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
     with _open(ctx) as ix:
         env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
-    if as_json:
+    _answer(env, as_json)
+    ctx.exit(EXIT_STATUS[env.status])
+
+
+@main.command()
+@click.argument("session")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True,
+              help="Markdown to read or keep; json: the envelope, one result whose passage is the whole session.")
+@click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
+@click.option("--all-projects", is_flag=True, help="The session may be in any project (subject to the policy).")
+@click.pass_context
+def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool) -> None:
+    """Print a whole session (SESSION: its id, or the first characters of it):
+    every message in order, redacted, as evidence."""
+    with _open(ctx) as ix:
+        env = ix.show(session, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
+    if fmt == "json":
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
+    elif env.results:
+        sys.stdout.write(terminal.markdown(env))
     else:
-        _print_envelope(env)
+        _echo(env.hint, err=True)
+    ctx.exit(EXIT_STATUS[env.status])
 
 
 @main.command()

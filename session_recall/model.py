@@ -199,10 +199,10 @@ class Envelope(_Out):
     query: str
     question: str | None = None
     status: Status
-    project_root: str | None = Field(default=None, description=(
-        "the project the search was confined to: the top of the git work tree holding the cwd, else the cwd "
-        "(in `/`, the home folder or above it, only the sessions started there); null when it searched all "
-        "projects or nothing (refused, empty query, denied)"))
+    # The top of the git work tree holding the cwd, else the cwd (in `/` or
+    # $HOME: only the sessions started there); None when all projects were
+    # searched, or nothing was (refused, empty query, denied). docs/recall.md.
+    project_root: str | None = Field(default=None, description="the project searched; null: all projects")
     results: list[Result] = Field(default_factory=list)
     next_cursor: str | None = None
     hint: str

@@ -22,3 +22,24 @@ def visible(text: str) -> str:
     """`text` with every terminal control character shown as a visible
     escape (module docstring); line feeds and tabs kept."""
     return text.replace("\r\n", "\n").translate(_VISIBLE)
+
+
+def markdown(env) -> str:
+    """A whole session (the envelope of `recall show`) as Markdown: a heading
+    with its title, its id, source, project and start, then each message under
+    its role and time. Control characters shown as in every human output."""
+    out: list[str] = []
+    for r in env.results:
+        out += [f"# {r.title or r.session_id}", "",
+                f"- session: `{r.session_id}` ({r.source})", f"- project: `{r.cwd}`",
+                f"- started: {r.started_at or 'unknown'}", f"- messages: {len(r.passage.messages)}", ""]
+        for m in r.passage.messages:
+            out += [f"## {m.role}" + (f" · {m.ts}" if m.ts else ""), ""]
+            if m.text:
+                out += [m.text, ""]
+            out += [f"*{mat.kind}: {mat.name} ({mat.bytes} bytes)*" for mat in m.materials]
+            if m.materials:
+                out.append("")
+    if env.redacted:
+        out.append(f"*{env.redacted} secrets redacted*")
+    return visible("\n".join(out).rstrip("\n") + "\n")

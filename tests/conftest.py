@@ -322,6 +322,11 @@ def isolated_settings(tmp_path: Path, monkeypatch):
     empty.write_text("")
     monkeypatch.setenv("RECALL_CONFIG", str(empty))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    # No harness folder of this machine: a first use on an empty index builds
+    # from them (README, "First use"), and a test's index holds only its own.
+    for var, folder in (("CLAUDE_CONFIG_DIR", "no-claude"), ("CODEX_HOME", "no-codex"),
+                        ("GEMINI_CLI_HOME", "no-gemini"), ("XDG_DATA_HOME", "xdg-data")):
+        monkeypatch.setenv(var, str(tmp_path / folder))
 
 
 @pytest.fixture

@@ -551,17 +551,42 @@ def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | N
     return paths
 
 
+def projected(text: str) -> str:
+    """A text as the index redacts it: terminal escapes gone (the oracle's
+    reading of docs/formats.md), from the string values of JSON (one a line)
+    or from the text itself. An escape can swallow a character a secret
+    begins with (`ESC s` is one escape): that secret is no longer one."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return oracle.without_escapes(text)
+        leaves: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                leaves.append(oracle.without_escapes(v))
+            elif isinstance(v, dict):
+                stack.extend(reversed(list(v.values())))
+            elif isinstance(v, list):
+                stack.extend(reversed(v))
+        return "\n".join(leaves)
+    return oracle.without_escapes(text)
+
+
 def redacted_units(sessions: list[GenSession]) -> list[str]:
-    """The texts the index redacts, each on its own: a message's delta stream,
-    its settled text, each attachment name; system messages are not indexed."""
+    """The texts the index redacts, each on its own: a message's delta stream
+    (each fragment projected as it comes), its settled text, each attachment
+    name; system messages are not indexed."""
     out = []
     for gs in sessions:
         for m in gs.messages:
             if m.role == "system":
                 continue
-            out += ["".join(m.deltas)] if m.deltas else []
+            out += ["".join(oracle.without_escapes(d) for d in m.deltas)] if m.deltas else []
             if m.text is not None:
-                out += [m.text] + [a["name"] for a in m.attachments]
+                out += [projected(m.text)] + [a["name"] for a in m.attachments]
     return out
 
 
