@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import signal
 import sys
 
@@ -12,6 +14,7 @@ import orjson
 
 from . import KINDS, Index, WriterBusy, terminal
 from .config import ConfigError
+from .model import ROLES
 from .terminal import visible
 
 
@@ -400,6 +403,37 @@ def _print_envelope(env) -> None:
         console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
 
 
+_AGO = re.compile(r"(\d+)\s*(s|m|h|d|w)", re.IGNORECASE)
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _instant(value: str | None, param: click.Parameter) -> str | None:
+    """--since / --until as an ISO 8601 instant in UTC: a time ago (`7d`),
+    a date (local midnight; for --until the midnight after it, so that the
+    day is included), or a date and time (local unless it has an offset)."""
+    if value is None:
+        return None
+    text = value.strip()
+    now = dt.datetime.now(dt.timezone.utc)
+    if m := _AGO.fullmatch(text):
+        when = now - dt.timedelta(seconds=int(m[1]) * _UNIT[m[2].lower()])
+    else:
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                day = dt.date.fromisoformat(text)
+                if param.name == "until":
+                    day += dt.timedelta(days=1)
+                when = dt.datetime.combine(day, dt.time()).astimezone()
+            else:
+                when = dt.datetime.fromisoformat(text)
+                when = when if when.tzinfo else when.astimezone()
+        except (ValueError, OverflowError):
+            raise click.BadParameter(f"{value!r} is not a date (2026-11-20), a date and time "
+                                     "(2026-11-20T14:30, 2026-11-20T14:30:00Z) or a time ago (30m, 12h, 7d, 2w)",
+                                     param=param) from None
+    return when.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _query(words: tuple[str, ...]) -> str:
     """The words of the command line as one query: an argument holding white
     space is a phrase, quoted (unless it already carries quotes of its own)."""
@@ -430,12 +464,22 @@ def _answer(env, as_json: bool) -> None:
 @click.option("--session", "session_id", default=None,
               help="Only this session: its id or the first characters of it, in whichever project it is "
                    "(another project is an all-projects search for the policy).")
+@click.option("--since", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
+              help="Only messages from WHEN on: a date (2026-11-20, local time), a date and time (ISO 8601), "
+                   "or a time ago (30m, 12h, 7d, 2w).")
+@click.option("--until", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
+              help="Only messages before WHEN (a date: up to the end of that day).")
+@click.option("--role", "roles", type=click.Choice(ROLES), multiple=True,
+              help="Only messages of this role (repeat for several).")
+@click.option("--source", "sources", type=click.Choice([k for k in KINDS if k != "auto"]), multiple=True,
+              help="Only sessions of this source kind (repeat for several).")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
 @click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
 @click.pass_context
 def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all_projects: bool, cwd: str | None,
-           session_id: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
+           session_id: str | None, since: str | None, until: str | None, roles: tuple[str, ...],
+           sources: tuple[str, ...], limit: int | None, cursor: str | None, as_json: bool) -> None:
     """Passages that contain every term of QUERY (and/or answer --question).
     Several words are one query, all of them must match; a word given with
     spaces in it (`recall search "source serif" font`) is one phrase."""
@@ -450,7 +494,7 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
         else:
             env = ix.recall(query, question, all_projects=all_projects or bool(located and located.all_projects),
                             cwd=cwd, session_id=located.session_id if located else None, limit=limit,
-                            cursor=cursor, confirm=confirm)
+                            cursor=cursor, confirm=confirm, roles=roles, sources=sources, since=since, until=until)
     code = EXIT_STATUS[env.status]
     if cwd is not None and env.status == "no_match" and "scope" in env.gaps and not os.path.isdir(cwd):
         # Nothing indexed lies there and there is no such folder: a mistyped path.
