@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -211,3 +212,35 @@ def test_auto_tells_an_opencode_database_from_others(tmp_path):
     assert detect_database(str(tmp_path / "oc" / "opencode.db")) == OC
     for doc in (tmp_path / "oc" / "storage" / "message").rglob("*.json"):
         assert detect_kind([doc.read_bytes()]) == OC
+
+
+def test_watch_mirrors_a_running_opencode(data_dir, spawn, wait_until, recall_cmd, tmp_path):
+    """`recall watch` on OpenCode's folder while OpenCode writes its WAL
+    database (and keeps it open, so nothing is checkpointed into the main
+    file): a new part, then its text streamed in place, become searchable."""
+    db = tmp_path / "watch.db"
+    proc = spawn([*recall_cmd, "--db", db, "watch", data_dir], name="watch")
+    proc.wait_for("watching")
+    w = _writer(data_dir / "opencode.db")
+    t = int(time.time() * 1000)
+    w.execute("INSERT INTO message VALUES ('msg_w1', ?, ?, ?, ?)", (SHOP, t, t, '{"role":"user"}'))
+    w.execute("INSERT INTO part VALUES ('prt_w1', 'msg_w1', ?, ?, ?, ?)",
+              (SHOP, t, t, '{"type":"text","text":"the gecko"}'))
+    with Index.open(db) as reader:
+        def hit(word):
+            return lambda: found(reader, word)
+
+        def alive_and(pred):
+            def check():
+                assert proc.alive(), proc.stderr()
+                return pred()
+            return check
+
+        wait_until(alive_and(hit("gecko")), 10, "the new part to be searchable")
+        w.execute("UPDATE part SET data = ?, time_updated = ? WHERE id = 'prt_w1'",
+                  ('{"type":"text","text":"the gecko and the iguana"}', t + 1))
+        wait_until(alive_and(hit("iguana")), 10, "the streamed text to be searchable")
+        assert found(reader, "gecko") == [(SHOP, "msg_w1#prt_w1", "user")]
+    w.close()
+    proc.send(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
