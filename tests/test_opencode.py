@@ -114,6 +114,7 @@ def test_fixture_database_and_json_tree(data_dir, open_index):
     assert found(ix, "axolotl") == [(BREAD, "msg_a1b2c3d40002Yy#prt_a1b2c3d40002y1", "assistant")]
     again = ix.sync([str(data_dir)])
     assert (again.files_read, again.messages_added, again.messages_updated) == (0, 0, 0)
+    assert ix.status()["waiting"] == {}  # a database or a document read whole waits for nothing
 
 
 def _writer(db: Path) -> sqlite3.Connection:

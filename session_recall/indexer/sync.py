@@ -419,9 +419,10 @@ class Syncer:
                 if self.stop_requested:
                     return
             with self.store.atomic():
+                # (Its offset is its size: read to the end, nothing waits, as `recall status` counts it.)
                 self.conn.execute(
-                    "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
-                    (sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
+                    "UPDATE files SET size = ?, offset = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
+                    (sig[0], sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
             self.report.files_read += 1
 
     def _detect(self, path: str) -> str | None:
