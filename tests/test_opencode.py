@@ -245,3 +245,27 @@ def test_watch_mirrors_a_running_opencode(data_dir, spawn, wait_until, recall_cm
     w.close()
     proc.send(signal.SIGTERM)
     assert proc.wait(timeout=5) == 0
+
+
+def test_many_changed_parts_are_read_in_batches(data_dir, open_index):
+    """More changed parts than one batch holds: every one indexed once, in
+    several transactions, and the next pass reads none of them again."""
+    from session_recall.indexer.sources import opencode
+
+    w = _writer(data_dir / "opencode.db")
+    t = int(time.time() * 1000)
+    n = 2 * opencode.BATCH_PARTS + 7
+    w.execute("BEGIN")
+    w.execute("INSERT INTO message VALUES ('msg_many', ?, ?, ?, ?)", (SHOP, t, t, '{"role":"assistant"}'))
+    for i in range(n):
+        w.execute("INSERT INTO part VALUES (?, 'msg_many', ?, ?, ?, ?)",
+                  (f"prt_m{i:05d}", SHOP, t + i, t + i, '{"type":"text","text":"line %d of the yak log"}' % i))
+    w.execute("COMMIT")
+    w.close()
+    ix = open_index()
+    report = ix.sync([str(data_dir)])
+    assert report.messages_added == n + 10  # and the fixture's own (8 in the database, 2 in the JSON files)
+    assert ix.store.conn.execute("SELECT count(DISTINCT message_id) FROM messages "
+                                 "WHERE message_id LIKE 'msg_many#%'").fetchone()[0] == n
+    again = ix.sync([str(data_dir)])
+    assert (again.files_read, again.messages_added, again.messages_updated) == (0, 0, 0)
