@@ -135,8 +135,8 @@ def _say_defaults(ix: Index) -> None:
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as_json: bool) -> None:
     """One incremental sync of PATHS; with none, of the configured sources (else
-    the Claude Code and Codex folders found on this machine) and every source
-    indexed before."""
+    the harnesses' folders found on this machine: Claude Code, Codex, Gemini
+    CLI, OpenCode, Cursor, Copilot CLI, Pi) and every source indexed before."""
     with _open(ctx) as ix:
         try:
             _must_exist(ctx, paths)

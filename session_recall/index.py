@@ -366,7 +366,7 @@ class Index:
 
     def session(self, rowid: int) -> dict:
         row = one(self.store.reader.execute(
-            "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
+            "SELECT source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions WHERE id = ?", (rowid,)
         ))
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 

@@ -362,7 +362,7 @@ class Engine:
         verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
                                caller_cwd=caller_cwd)
         row = self.conn.execute(
-            "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
+            "SELECT s.id, coalesce(s.title, s.prompt), s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.
