@@ -594,8 +594,9 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
               help="Markdown to read or keep; json: the envelope, one result whose passage is the whole session.")
 @click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
 @click.option("--all-projects", is_flag=True, help="The session may be in any project (subject to the policy).")
+@click.option("--no-pager", "no_pager", is_flag=True, help="Never page (a pager runs only on a terminal).")
 @click.pass_context
-def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool) -> None:
+def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool, no_pager: bool) -> None:
     """Print a whole session (SESSION: its id, or the first characters of it):
     every message in order, redacted, as evidence."""
     with _open(ctx) as ix:
@@ -603,9 +604,9 @@ def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projec
     if fmt == "json":
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     elif env.results:
-        sys.stdout.write(terminal.markdown(env))
+        _page(terminal.markdown(env), not no_pager)
     else:
-        _echo(env.hint, err=True)
+        _echo(terminal.cli_words(env.hint), err=True)
     ctx.exit(EXIT_STATUS[env.status])
 
 
