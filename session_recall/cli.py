@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
+import re
 import signal
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import apsw
 import click
@@ -12,6 +17,7 @@ import orjson
 
 from . import KINDS, Index, WriterBusy, terminal
 from .config import ConfigError
+from .model import ROLES
 from .terminal import visible
 
 
@@ -129,8 +135,8 @@ def _say_defaults(ix: Index) -> None:
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[str, ...], kind: str, prune: bool, as_json: bool) -> None:
     """One incremental sync of PATHS; with none, of the configured sources (else
-    the Claude Code and Codex folders found on this machine) and every source
-    indexed before."""
+    the harnesses' folders found on this machine: Claude Code, Codex, Gemini
+    CLI, OpenCode, Cursor, Copilot CLI, Pi) and every source indexed before."""
     with _open(ctx) as ix:
         try:
             _must_exist(ctx, paths)
@@ -351,53 +357,35 @@ def _confirm_for(all_projects: bool):
     return ask
 
 
-def _highlight(text: str, terms: list[str]) -> str:
-    from rich.markup import escape
-
-    low = text.casefold()
-    spans = []
-    for t in terms:
-        start = low.find(t)
-        while t and start != -1:
-            spans.append((start, start + len(t)))
-            start = low.find(t, start + len(t))
-    out, pos = [], 0
-    for a, b in sorted(spans):
-        if a < pos:
-            continue
-        out += [escape(text[pos:a]), "[bold yellow]", escape(text[a:b]), "[/]"]
-        pos = b
-    out.append(escape(text[pos:]))
-    return "".join(out)
+_AGO = re.compile(r"(\d+)\s*(s|m|h|d|w)", re.IGNORECASE)
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def _plain(text: str) -> str:
-    """Text from a log as rich markup that prints it literally and safely."""
-    from rich.markup import escape
-
-    return escape(visible(text))
-
-
-def _print_envelope(env) -> None:
-    from rich.console import Console
-
-    console = Console(highlight=False, soft_wrap=True)
-    for r in env.results:
-        date = (r.started_at or "")[:10]
-        flag = "  [dim](partial)[/]" if r.partial else ""
-        console.print(f"[bold]{_plain(r.title or r.session_id)}[/]  ·  {date}  ·  {_plain(r.cwd)}{flag}")
-        for m in r.passage.messages:
-            marker = ">" if m.is_anchor else " "
-            text = _highlight(visible(m.text), env.diagnostics.terms) if m.is_hit else _plain(m.text)
-            console.print(f" {marker} [cyan]{m.role}[/] {text}")
-            for mat in m.materials:
-                console.print(f"     [dim]{mat.kind}: {_plain(mat.name)} ({mat.bytes} bytes)[/]")
-        console.print(f"   [dim]anchor {r.passage.anchor_id}[/]\n")
-    console.print(f"[dim]{_plain(env.hint)}[/]")
-    for k, v in env.gaps.items():
-        console.print(f"[dim]gap ({k}): {_plain(v)}[/]")
-    if env.next_cursor:
-        console.print(f"[dim]next page: --cursor {env.next_cursor}[/]")
+def _instant(value: str | None, param: click.Parameter) -> str | None:
+    """--since / --until as an ISO 8601 instant in UTC: a time ago (`7d`),
+    a date (local midnight; for --until the midnight after it, so that the
+    day is included), or a date and time (local unless it has an offset)."""
+    if value is None:
+        return None
+    text = value.strip()
+    now = dt.datetime.now(dt.timezone.utc)
+    if m := _AGO.fullmatch(text):
+        when = now - dt.timedelta(seconds=int(m[1]) * _UNIT[m[2].lower()])
+    else:
+        try:
+            if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+                day = dt.date.fromisoformat(text)
+                if param.name == "until":
+                    day += dt.timedelta(days=1)
+                when = dt.datetime.combine(day, dt.time()).astimezone()
+            else:
+                when = dt.datetime.fromisoformat(text)
+                when = when if when.tzinfo else when.astimezone()
+        except (ValueError, OverflowError):
+            raise click.BadParameter(f"{value!r} is not a date (2026-11-20), a date and time "
+                                     "(2026-11-20T14:30, 2026-11-20T14:30:00Z) or a time ago (30m, 12h, 7d, 2w)",
+                                     param=param) from None
+    return when.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -406,17 +394,101 @@ def _query(words: tuple[str, ...]) -> str:
     return " ".join(f'"{w}"' if any(c.isspace() for c in w) and '"' not in w else w for w in words)
 
 
-def _answer(env, as_json: bool) -> None:
+def _style(color: str) -> terminal.Style:
+    """--color: auto colours a terminal (not under NO_COLOR or TERM=dumb)."""
+    if color == "auto":
+        return terminal.Style(sys.stdout.isatty() and "NO_COLOR" not in os.environ
+                              and os.environ.get("TERM") != "dumb")
+    return terminal.Style(color == "always")
+
+
+def _page(text: str, pager: bool) -> None:
+    """Print `text`; on a terminal through the pager ($PAGER, else `less -R`;
+    LESS=FRX unless set, so that an answer of one screen is simply printed)."""
+    cmd = os.environ.get("PAGER", "less -R").strip()
+    if not (pager and sys.stdout.isatty()) or cmd in ("", "cat"):
+        sys.stdout.write(text)
+        return
+    import subprocess
+
+    env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
+    try:
+        proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.PIPE, env=env)
+    except OSError:
+        sys.stdout.write(text)
+        return
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode(sys.stdout.encoding or "utf-8", "replace"))
+        proc.stdin.close()
+    except BrokenPipeError:  # the reader quit the pager early
+        pass
+    proc.wait()
+
+
+@dataclass
+class _Out:
+    """How an answer is printed (the options every command that answers shares)."""
+
+    as_json: bool = False
+    color: str = "auto"
+    full: bool = False
+    pager: bool = True
+
+
+def _output_options(f):
+    f = click.option("--no-pager", "no_pager", is_flag=True, help="Never page (a pager runs only on a terminal).")(f)
+    f = click.option("--full", is_flag=True, help="Show whole messages, Edit and Write payloads included.")(f)
+    f = click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto",
+                     show_default=True, help="Colour the output (auto: on a terminal).")(f)
+    return click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON (lossless).")(f)
+
+
+def _answer(env, out: _Out, *, whole: bool = False, numbered: bool = True) -> None:
     """The envelope on stdout: as JSON, or for a person (an answer without
     results is its hint, on stderr, as grep prints nothing on stdout)."""
-    if as_json:
+    if out.as_json:
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     elif env.results:
-        _print_envelope(env)
+        _page(terminal.results(env, _style(out.color), full=out.full, whole=whole, numbered=numbered), out.pager)
     else:
-        _echo(env.hint, err=True)
+        _echo(terminal.cli_words(env.hint), err=True)
         for k, v in env.gaps.items():
-            _echo(f"gap ({k}): {v}", err=True)
+            _echo(f"note ({k}): {terminal.cli_words(v)}", err=True)
+
+
+# --- the last search's anchors: `recall more 2` -------------------------------------------
+
+
+def _last_search_file(db: Path) -> Path:
+    """Beside the index, private as it is (its anchors name sessions and projects)."""
+    return db.with_name(db.name + ".last-search")
+
+
+def _remember_search(db: Path, env, cwd: str | None, all_projects: bool) -> None:
+    """Keep the anchors of this search, and the scope it was asked in, for
+    `recall more N`. A file of mode 0600 written whole, then renamed."""
+    data = {"anchors": [r.passage.anchor_id for r in env.results], "all_projects": all_projects,
+            "cwd": os.path.abspath(cwd) if cwd is not None else None, "caller_cwd": os.getcwd()}
+    path = _last_search_file(db)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)
+            fh.write(orjson.dumps(data))
+        os.replace(tmp, path)
+    except OSError:  # a read-only folder: `recall more N` will say there is no last search
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _last_search(db: Path) -> dict | None:
+    try:
+        data = orjson.loads(_last_search_file(db).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("anchors"), list) else None
 
 
 @main.command()
@@ -430,12 +502,23 @@ def _answer(env, as_json: bool) -> None:
 @click.option("--session", "session_id", default=None,
               help="Only this session: its id or the first characters of it, in whichever project it is "
                    "(another project is an all-projects search for the policy).")
+@click.option("--since", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
+              help="Only messages from WHEN on: a date (2026-11-20, local time), a date and time (ISO 8601), "
+                   "or a time ago (30m, 12h, 7d, 2w).")
+@click.option("--until", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
+              help="Only messages before WHEN (a date: up to the end of that day).")
+@click.option("--role", "roles", type=click.Choice(ROLES), multiple=True,
+              help="Only messages of this role (repeat for several).")
+@click.option("--source", "sources", type=click.Choice([k for k in KINDS if k != "auto"]), multiple=True,
+              help="Only sessions of this source kind (repeat for several).")
 @click.option("--limit", type=int, default=None, help="How many passages (default from the config).")
 @click.option("--cursor", default=None, help="The next_cursor of a previous page.")
-@click.option("--json", "as_json", is_flag=True, help="Print the envelope as JSON.")
+@_output_options
 @click.pass_context
 def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all_projects: bool, cwd: str | None,
-           session_id: str | None, limit: int | None, cursor: str | None, as_json: bool) -> None:
+           session_id: str | None, since: str | None, until: str | None, roles: tuple[str, ...],
+           sources: tuple[str, ...], limit: int | None, cursor: str | None, as_json: bool, color: str, full: bool,
+           no_pager: bool) -> None:
     """Passages that contain every term of QUERY (and/or answer --question).
     Several words are one query, all of them must match; a word given with
     spaces in it (`recall search "source serif" font`) is one phrase."""
@@ -450,27 +533,58 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
         else:
             env = ix.recall(query, question, all_projects=all_projects or bool(located and located.all_projects),
                             cwd=cwd, session_id=located.session_id if located else None, limit=limit,
-                            cursor=cursor, confirm=confirm)
+                            cursor=cursor, confirm=confirm, roles=roles, sources=sources, since=since, until=until)
+        wide = all_projects or bool(located and located.all_projects)
+        if env.status in ("ok", "partial", "no_match"):
+            _remember_search(ix.path, env, cwd, wide)
     code = EXIT_STATUS[env.status]
     if cwd is not None and env.status == "no_match" and "scope" in env.gaps and not os.path.isdir(cwd):
         # Nothing indexed lies there and there is no such folder: a mistyped path.
         code = EXIT_ERROR
         _echo(f"recall: --cwd {cwd}: no such directory", err=True)
-    _answer(env, as_json)
+    _answer(env, _Out(as_json, color, full, not no_pager))
     ctx.exit(code)
 
 
 @main.command()
 @click.argument("anchor")
-@click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
-@click.option("--all-projects", is_flag=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--cwd", default=None, help="The caller's project (default: the current directory, or that of "
+                                          "the search that numbered the passage).")
+@click.option("--all-projects", is_flag=True, help="The passage may be in any project (subject to the policy).")
+@_output_options
 @click.pass_context
-def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, as_json: bool) -> None:
-    """Widen the passage of ANCHOR (an anchor_id from a search) to its whole turn."""
+def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, as_json: bool, color: str,
+         full: bool, no_pager: bool) -> None:
+    """Widen a passage to its whole turn. ANCHOR is the number of a passage
+    of the last search (`recall more 2`) or a passage's anchor_id; either is
+    read in the scope of the search that found it, under the same policy."""
     with _open(ctx) as ix:
-        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects))
-    _answer(env, as_json)
+        last = _last_search(ix.path)
+        caller_cwd = None
+        if re.fullmatch(r"\d{1,4}", anchor.strip()):
+            n = int(anchor)
+            if last is None or not 1 <= n <= len(last["anchors"]):
+                held = f"its {len(last['anchors'])} passages" if last else "none: no search was made with this index"
+                raise click.UsageError(f"no passage {n} in the last search ({held}); "
+                                       "give a number it printed, or an anchor_id")
+            anchor = last["anchors"][n - 1]
+        remembered = last is not None and anchor in last["anchors"]
+        if remembered and cwd is None and not all_projects:  # the scope the search was asked in
+            assert last is not None
+            cwd, caller_cwd, all_projects = last["cwd"], last["caller_cwd"], bool(last["all_projects"])
+        env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects),
+                             caller_cwd=caller_cwd)
+        if env.status == "unknown_anchor" and not all_projects and ix.is_anchor(anchor):
+            # An anchor of another project: under `allow` a search of all
+            # projects would have found it, so it may be read; under
+            # `confirm` that takes --all-projects (which asks); under `deny`
+            # it stays unknown.
+            if ix.settings.all_projects == "allow":
+                wider = ix.recall_more(anchor, cwd=cwd, all_projects=True, caller_cwd=caller_cwd)
+                env = wider if wider.status == "ok" else env
+            elif ix.settings.all_projects == "confirm":
+                env.hint += " If it comes from a search of another project or of all projects, add --all-projects."
+    _answer(env, _Out(as_json, color, full, not no_pager), whole=True, numbered=False)
     ctx.exit(EXIT_STATUS[env.status])
 
 
@@ -480,8 +594,9 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
               help="Markdown to read or keep; json: the envelope, one result whose passage is the whole session.")
 @click.option("--cwd", default=None, help="The caller's project (default: the current directory).")
 @click.option("--all-projects", is_flag=True, help="The session may be in any project (subject to the policy).")
+@click.option("--no-pager", "no_pager", is_flag=True, help="Never page (a pager runs only on a terminal).")
 @click.pass_context
-def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool) -> None:
+def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projects: bool, no_pager: bool) -> None:
     """Print a whole session (SESSION: its id, or the first characters of it):
     every message in order, redacted, as evidence."""
     with _open(ctx) as ix:
@@ -489,9 +604,9 @@ def show(ctx: click.Context, session: str, fmt: str, cwd: str | None, all_projec
     if fmt == "json":
         sys.stdout.write(env.model_dump_json(indent=2) + "\n")
     elif env.results:
-        sys.stdout.write(terminal.markdown(env))
+        _page(terminal.markdown(env), not no_pager)
     else:
-        _echo(env.hint, err=True)
+        _echo(terminal.cli_words(env.hint), err=True)
     ctx.exit(EXIT_STATUS[env.status])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +21,7 @@ from .model import Envelope
 from .query.engine import Engine, Located
 from .query.gates import Confirm, Scope, project_of_recorded, project_roots, why_wide
 from .query.passages import parse_anchor
-from .query.retrieve import Run
+from .query.retrieve import Filters, Run
 from .rows import one
 from .store import NotAnIndex, Store, WriterBusy
 from .text.redact import find_secret
@@ -291,19 +291,25 @@ class Index:
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, *, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False,
+               roles: Iterable[str] = (), sources: Iterable[str] = (), since: str | None = None,
+               until: str | None = None) -> Envelope:
         """Ranked, gated passages for `query` (terms ANDed) and/or `question`.
         `caller_cwd`: where the caller stands (default: this process's
         directory); a `cwd` at or above its project is an all-projects search.
         `for_model`: shorter passages, and a page whose JSON fits a model's
-        tool result (docs/recall.md, "Passages")."""
+        tool result (docs/recall.md, "Passages"). Filters, exact (applied in
+        the SQL of every engine): `roles` of the matching message, `sources`
+        (kinds) of its session, and its own timestamp from `since`
+        (inclusive) to `until` (exclusive), ISO 8601 instants."""
         refused = self.engine.refusal(query, question)
         if refused is not None:  # before first use could read (or build) anything
             return refused
         gaps = self._first_use()
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                                  limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm,
-                                 caller_cwd=caller_cwd, for_model=for_model)
+                                 caller_cwd=caller_cwd, for_model=for_model,
+                                 filters=Filters(tuple(roles), tuple(sources), since, until))
         env.gaps.update(gaps)
         if env.status == "empty_index" and not gaps:  # (a gap says why a build did not fill it)
             env.hint = self._empty_index_hint()
@@ -339,16 +345,18 @@ class Index:
         envelope of its status and hint."""
         return self.engine.show(located, caller_session=caller_session)
 
-    def search(self, query: str, limit: int = 10) -> list[tuple[Match, dict]]:
+    def search(self, query: str, limit: int = 10, *, roles: Iterable[str] = (), sources: Iterable[str] = (),
+               since: str | None = None, until: str | None = None) -> list[tuple[Match, dict]]:
         """Every message matching all terms of `query` in all projects, best
-        first, with its session: the same retrieval as recall, without gates,
-        passages or quotas (for scripts and tests)."""
+        first, with its session: the same retrieval as recall (its filters
+        too), without gates, passages or quotas (for scripts and tests)."""
         terms = self.engine.tokenizer.parse(query)
         out: list[tuple[Match, dict]] = []
         if not terms:
             return out
         c = self.store.reader
-        for hit in self.engine.retriever.hits(terms, Scope("all", "/"), Run(),
+        run = Run(filters=Filters(tuple(roles), tuple(sources), since, until))
+        for hit in self.engine.retriever.hits(terms, Scope("all", "/"), run,
                                               first=self.engine.ranking.fts_first_page):
             role, mid, ts, text, atts = one(c.execute(
                 "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)))
@@ -359,7 +367,7 @@ class Index:
 
     def session(self, rowid: int) -> dict:
         row = one(self.store.reader.execute(
-            "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
+            "SELECT source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions WHERE id = ?", (rowid,)
         ))
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 

@@ -70,12 +70,29 @@ class SessionEvent(BaseModel):
     cwd: str
     started_at: str
     title: str | None = None
+    title_rank: int = 0  # as TitleEvent.rank
 
 
 class TitleEvent(BaseModel):
+    """Titles a session, unless the title it has came with a higher rank (a
+    user's custom title outranks a title made up for the session, whichever
+    log says it last). Among equal ranks the last one wins."""
+
     session_id: str
     cwd: str
     title: str
+    rank: int = 0
+
+
+class LeafTitleEvent(BaseModel):
+    """Titles whichever session of this source holds the message `leaf`, in
+    any log, read before or after (a Claude Code `summary`: resumed logs
+    carry summaries of other sessions). Until that message is indexed the
+    title waits; it never titles anything else."""
+
+    leaf: str
+    title: str
+    rank: int = 0
 
 
 class MessageEvent(BaseModel):
@@ -94,6 +111,10 @@ class MessageEvent(BaseModel):
     # the same log (a harness that writes a record again, whole, when it
     # changes: Gemini CLI). Without it the first settled text stands.
     replaces: bool = False
+    # What a person typed to start work (not injected context, not a
+    # sub-agent's prompt): the first such message of an untitled session
+    # names it (sessions.prompt).
+    prompt: bool = False
     # Filled where the line was parsed (indexer.pipeline.prepare): the
     # redacted text and its index body, so that the writer only writes.
     prepared: Any = Field(default=None, exclude=True, repr=False)
@@ -118,7 +139,7 @@ class KeepEvent(BaseModel):
     message_ids: list[str]
 
 
-Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent | KeepEvent
+Event = SessionEvent | TitleEvent | LeafTitleEvent | MessageEvent | ForgetEvent | KeepEvent
 
 
 # --- the envelope (contract §8) ------------------------------------------------

@@ -53,3 +53,16 @@ def test_recall_mcp_takes_the_db_after_the_subcommand(proj, corpus, recall_cmd, 
     env = anyio.run(ask)
     assert env.status == "ok" and env.results[0].session_id == "s1"
 
+
+
+def test_shell_completion_offers_commands_options_and_their_choices(recall_cmd, tmp_path):
+    import subprocess
+
+    def complete(words: str, cword: int) -> list[str]:
+        env = {**os.environ, "_RECALL_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        done = subprocess.run(recall_cmd, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        return done.stdout.splitlines()
+
+    assert "plain,show" in complete("recall sh", 1)
+    assert {"plain,user", "plain,assistant", "plain,tool_result"} <= set(complete("recall search x --role ", 4))
+    assert "plain,--since" in complete("recall search x --si", 3)

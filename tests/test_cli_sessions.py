@@ -67,3 +67,31 @@ def test_show_and_session_reach_a_session_by_a_unique_prefix_under_the_policy(pr
     assert {r.session_id for r in Envelope.model_validate_json(search_far.stdout).results} == {"abd00001-far"}
     found = json.loads(search_prefix.stdout)
     assert search_prefix.returncode == 0 and {r["session_id"] for r in found["results"]} == {"abc12345-one"}
+
+
+def test_more_takes_an_anchor_alone_when_its_search_would_be_allowed(proj, corpus, run_recall, tmp_path):
+    other = tmp_path / "other"
+    corpus.session("far-1", other, title="Far away").message("u1", "a serif in another project") \
+        .message("a1", "yes, Source Serif 4", role="assistant")
+    ix = corpus.open()
+    anchor = ix.recall("serif", all_projects=True).results[0].passage.anchor_id
+    ix.close()
+    configs = {}
+    for policy in ("confirm", "deny"):
+        configs[policy] = tmp_path / f"{policy}.toml"
+        configs[policy].write_text(f'all_projects = "{policy}"\n')
+    listed = tmp_path / "lists.toml"
+    listed.write_text(f'deny_cwds = ["{other}"]\n')
+    db = ["--db", corpus.db]
+    here = ["--cwd", proj]
+    allowed, confirm, deny, lists = run_all(
+        run_recall,
+        [*db, "more", anchor, *here],  # from the project, without --all-projects
+        [*db, "--config", configs["confirm"], "more", anchor, *here],
+        [*db, "--config", configs["deny"], "more", anchor, *here],
+        [*db, "--config", listed, "more", anchor, *here])
+    assert allowed.returncode == 0 and "yes, Source Serif 4" in allowed.stdout, allowed.stderr
+    assert confirm.returncode == 2 and "add --all-projects" in confirm.stderr
+    for done in (deny, lists):
+        assert done.returncode == 2 and "Source Serif" not in done.stdout + done.stderr
+        assert "--all-projects" not in done.stderr

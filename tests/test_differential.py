@@ -11,8 +11,10 @@ Gemini CLI recording (records written again whole, system records, tool
 calls with their results inside an assistant record, and a prompt and answer
 taken back by a rewind) or an OpenCode database (a part per message,
 synthetic text, tool parts running or completed, and a prompt and answer
-deleted between two passes, as a revert deletes them). Words taken back must
-never be found; the oracle reads each session's canonical equivalent.
+deleted between two passes, as a revert deletes them), a Cursor transcript,
+a Copilot CLI event log or a Pi session (each with the text its harness
+injects, never indexed). Words taken back must never be found; the oracle
+reads each session's canonical equivalent.
 
 Corpus classes: Latin words with shared prefixes, CJK words and random CJK
 runs, mixed scripts, full-width and compatibility forms, combining marks,
@@ -230,7 +232,7 @@ class GenSession:
 
 
 # The formats a session may be written in (docs/formats.md), canonical most often.
-HARNESSES = ["canonical", "canonical", "canonical", "gemini", "opencode"]
+HARNESSES = ["canonical"] * 4 + ["gemini", "opencode", "cursor", "copilot", "pi"]
 # Words that no redactor takes for a secret, for messages a log takes back.
 REWOUND_WORDS = ["font", "serif", "字体", "简历", "youer", "Miso", "浮窗", "résumé"]
 
@@ -388,6 +390,127 @@ def opencode_db(gs: GenSession, folder: Path, n: int, later: list) -> list[dict]
     return [{"type": "message", **c} for c in canonical]
 
 
+def _args(m: GenMessage) -> dict:
+    """A generated tool call's arguments as an object (a plain command line
+    becomes `{"command": ...}`)."""
+    try:
+        args = json.loads(m.text or "")
+    except ValueError:
+        args = None
+    return args if isinstance(args, dict) else {"command": m.text or ""}
+
+
+def cursor_cwd(cwd: str) -> str:
+    """The cwd a Cursor project slug gives where no folder of that name
+    exists (docs/formats.md): the slug's `-` read as `/`, so that `/srv/简历`
+    (slug `srv---`) is `/srv`. (The machine's own `/srv`, `/home` exist;
+    the generated project folders below them do not.)"""
+    slug = re.sub("[^A-Za-z0-9]", "-", cwd.lstrip("/"))
+    return "/" + "/".join(p for p in slug.split("-") if p)
+
+
+def line_log(gs: GenSession, folder: Path, n: int) -> list[dict]:
+    """Write `gs` as a Cursor transcript, a Copilot CLI event log or a Pi
+    session (each where the harness keeps it, so that its cwd is known) and
+    return the canonical lines of what it holds. System text is what each
+    harness injects (Cursor: context outside `<user_query>`; Copilot: a
+    skill's hidden message; Pi: an extension's message), never indexed."""
+    out: list[dict] = []
+    canonical: list[dict] = []
+    base = {"session_id": gs.session_id, "turn_id": "", "ts": "2026-11-20T10:00:00.000Z"}
+
+    def expect(mid: str, role: str, text: str, tool_name: str | None = None) -> None:
+        canonical.append({**base, "message_id": mid, "role": role, "text": text,
+                          **({"tool_name": tool_name} if tool_name else {})})
+
+    if gs.harness == "cursor":
+        slug = re.sub("[^A-Za-z0-9]", "-", gs.cwd.lstrip("/"))
+        path = folder / "cursor" / f"p{n}" / slug / "agent-transcripts" / gs.session_id / f"{gs.session_id}.jsonl"
+        out.append({"role": "user", "message": {"content": [{"type": "text", "text": "<user_query>"
+                                                            + " ".join(gs.rewound) + "</user_query>"}]}})
+        expect(f"{gs.session_id}:1", "user", " ".join(gs.rewound))
+        for i, m in enumerate(gs.messages, start=2):
+            mid, text = f"{gs.session_id}:{i}", m.text or ""
+            if m.role == "user":
+                block = {"type": "text", "text": f"<user_query>{text}</user_query>"}
+            elif m.role == "system":
+                block = {"type": "text", "text": "<user_query></user_query>" + text}
+            elif m.role == "assistant":
+                block = {"type": "text", "text": text}
+            elif m.role == "tool_call":
+                block = {"type": "tool_use", "id": f"t{i}", "name": m.tool_name, "input": _args(m)}
+                expect(mid, "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                block = {"type": "tool_result", "tool_use_id": f"t{i}", "content": [{"type": "text", "text": text}]}
+                expect(mid, "tool_result", text)
+            if m.role in ("user", "assistant"):
+                expect(mid, m.role, text)
+            out.append({"role": "assistant" if m.role in ("assistant", "tool_call") else "user",
+                        "message": {"content": [block]}})
+            out.append({"type": "turn_ended", "status": "success"})
+    elif gs.harness == "copilot":
+        path = folder / "copilot" / "session-state" / gs.session_id / "events.jsonl"
+        prev = None
+
+        def event(kind: str, data: dict, i: int) -> str:
+            nonlocal prev
+            eid = f"{gs.session_id}-e{len(out)}"
+            out.append({"type": kind, "data": data, "id": eid, "timestamp": base["ts"], "parentId": prev})
+            prev = eid
+            return eid
+
+        event("session.start", {"sessionId": gs.session_id, "version": 1, "producer": "copilot-agent",
+                                "copilotVersion": "1.0.0", "startTime": base["ts"], "context": {"cwd": gs.cwd}}, 0)
+        for i, m in enumerate(gs.messages, start=1):
+            text = m.text or ""
+            if m.role == "user":
+                expect(event("user.message", {"content": text}, i), "user", text)
+            elif m.role == "system":
+                event("user.message", {"content": text, "source": "skill-pdf"}, i)
+            elif m.role == "assistant":
+                expect(event("assistant.message", {"messageId": f"m{i}", "content": text, "toolRequests": []}, i),
+                       "assistant", text)
+            elif m.role == "tool_call":
+                event("assistant.message", {"messageId": f"m{i}", "content": "", "toolRequests": [
+                    {"toolCallId": f"c{i}", "name": m.tool_name, "arguments": _args(m)}]}, i)
+                event("tool.execution_start", {"toolCallId": f"c{i}", "toolName": m.tool_name,
+                                               "arguments": _args(m)}, i)
+                expect(f"c{i}", "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                event("tool.execution_start", {"toolCallId": f"r{i}", "toolName": "bash", "arguments": {}}, i)
+                event("tool.execution_complete", {"toolCallId": f"r{i}", "success": True,
+                                                  "result": {"content": text}}, i)
+                expect(f"r{i}", "tool_call", "{}", "bash")
+                expect(f"r{i}:result", "tool_result", text)
+    else:  # pi
+        path = folder / "pi" / "sessions" / f"p{n}" / f"2026-11-20T10-00-00-000Z_{gs.session_id}.jsonl"
+        out.append({"type": "session", "version": 3, "id": gs.session_id, "timestamp": base["ts"], "cwd": gs.cwd})
+        for i, m in enumerate(gs.messages, start=1):
+            eid, text = f"{i:08x}", m.text or ""
+            if m.role == "user":
+                msg: dict = {"role": "user", "content": text}
+                expect(eid, "user", text)
+            elif m.role == "system":
+                msg = {"role": "custom", "customType": "x", "content": text, "display": False}
+            elif m.role == "assistant":
+                msg = {"role": "assistant", "content": [{"type": "thinking", "thinking": "zz"},
+                                                        {"type": "text", "text": text}]}
+                expect(eid, "assistant", text)
+            elif m.role == "tool_call":
+                msg = {"role": "assistant", "content": [{"type": "toolCall", "id": f"c{i}", "name": m.tool_name,
+                                                         "arguments": _args(m)}]}
+                expect(eid, "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                msg = {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "bash",
+                       "content": [{"type": "text", "text": text}], "isError": False}
+                expect(eid, "tool_result", text)
+            out.append({"type": "message", "id": eid, "parentId": None, "timestamp": base["ts"], "message": msg})
+    path.parent.mkdir(parents=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=gs.ascii_json) + "\n" for r in out)
+    return [{"type": "message", **c} for c in canonical]
+
+
 def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None,
                later: list | None = None) -> list[Path]:
     """Write each session as its harness would into `folder`; return the
@@ -396,9 +519,12 @@ def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | N
     paths = []
     for n, gs in enumerate(sessions):
         lines = [{"type": "session", "session_id": gs.session_id, "cwd": gs.cwd, "started_at": "2026-11-20T09:00:00Z"}]
-        if gs.harness in ("gemini", "opencode"):
+        if gs.harness == "cursor":
+            lines[0]["cwd"] = cursor_cwd(gs.cwd)
+        if gs.harness != "canonical":
             assert oracle_folder is not None and later is not None
-            held = gemini_log(gs, folder, n) if gs.harness == "gemini" else opencode_db(gs, folder, n, later)
+            held = (gemini_log(gs, folder, n) if gs.harness == "gemini" else opencode_db(gs, folder, n, later)
+                    if gs.harness == "opencode" else line_log(gs, folder, n))
             path = oracle_folder / f"{n:02d}-{gs.session_id}.jsonl"
             with open(path, "w", encoding="utf-8") as fh:
                 fh.writelines(json.dumps(obj) + "\n" for obj in lines + held)
@@ -425,17 +551,42 @@ def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | N
     return paths
 
 
+def projected(text: str) -> str:
+    """A text as the index redacts it: terminal escapes gone (the oracle's
+    reading of docs/formats.md), from the string values of JSON (one a line)
+    or from the text itself. An escape can swallow a character a secret
+    begins with (`ESC s` is one escape): that secret is no longer one."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return oracle.without_escapes(text)
+        leaves: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                leaves.append(oracle.without_escapes(v))
+            elif isinstance(v, dict):
+                stack.extend(reversed(list(v.values())))
+            elif isinstance(v, list):
+                stack.extend(reversed(v))
+        return "\n".join(leaves)
+    return oracle.without_escapes(text)
+
+
 def redacted_units(sessions: list[GenSession]) -> list[str]:
-    """The texts the index redacts, each on its own: a message's delta stream,
-    its settled text, each attachment name; system messages are not indexed."""
+    """The texts the index redacts, each on its own: a message's delta stream
+    (each fragment projected as it comes), its settled text, each attachment
+    name; system messages are not indexed."""
     out = []
     for gs in sessions:
         for m in gs.messages:
             if m.role == "system":
                 continue
-            out += ["".join(m.deltas)] if m.deltas else []
+            out += ["".join(oracle.without_escapes(d) for d in m.deltas)] if m.deltas else []
             if m.text is not None:
-                out += [m.text] + [a["name"] for a in m.attachments]
+                out += [projected(m.text)] + [a["name"] for a in m.attachments]
     return out
 
 

@@ -29,7 +29,8 @@ def env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "home").mkdir()
     return {"HOME": str(tmp_path / "home"), "RECALL_CONFIG": str(config), "XDG_DATA_HOME": str(tmp_path / "xdg"),
             "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "CODEX_HOME": str(tmp_path / "codex"),
-            "GEMINI_CLI_HOME": str(tmp_path / "gemini"), "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "GEMINI_CLI_HOME": str(tmp_path / "gemini"), "COPILOT_HOME": str(tmp_path / "copilot"),
+            "PI_CODING_AGENT_DIR": str(tmp_path / "pi"), "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
             "PATH": os.environ.get("PATH", "")}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -113,6 +114,7 @@ def test_fixture_database_and_json_tree(data_dir, open_index):
     assert found(ix, "axolotl") == [(BREAD, "msg_a1b2c3d40002Yy#prt_a1b2c3d40002y1", "assistant")]
     again = ix.sync([str(data_dir)])
     assert (again.files_read, again.messages_added, again.messages_updated) == (0, 0, 0)
+    assert ix.status()["waiting"] == {}  # a database or a document read whole waits for nothing
 
 
 def _writer(db: Path) -> sqlite3.Connection:
@@ -211,3 +213,59 @@ def test_auto_tells_an_opencode_database_from_others(tmp_path):
     assert detect_database(str(tmp_path / "oc" / "opencode.db")) == OC
     for doc in (tmp_path / "oc" / "storage" / "message").rglob("*.json"):
         assert detect_kind([doc.read_bytes()]) == OC
+
+
+def test_watch_mirrors_a_running_opencode(data_dir, spawn, wait_until, recall_cmd, tmp_path):
+    """`recall watch` on OpenCode's folder while OpenCode writes its WAL
+    database (and keeps it open, so nothing is checkpointed into the main
+    file): a new part, then its text streamed in place, become searchable."""
+    db = tmp_path / "watch.db"
+    proc = spawn([*recall_cmd, "--db", db, "watch", data_dir], name="watch")
+    proc.wait_for("watching")
+    w = _writer(data_dir / "opencode.db")
+    t = int(time.time() * 1000)
+    w.execute("INSERT INTO message VALUES ('msg_w1', ?, ?, ?, ?)", (SHOP, t, t, '{"role":"user"}'))
+    w.execute("INSERT INTO part VALUES ('prt_w1', 'msg_w1', ?, ?, ?, ?)",
+              (SHOP, t, t, '{"type":"text","text":"the gecko"}'))
+    with Index.open(db) as reader:
+        def hit(word):
+            return lambda: found(reader, word)
+
+        def alive_and(pred):
+            def check():
+                assert proc.alive(), proc.stderr()
+                return pred()
+            return check
+
+        wait_until(alive_and(hit("gecko")), 10, "the new part to be searchable")
+        w.execute("UPDATE part SET data = ?, time_updated = ? WHERE id = 'prt_w1'",
+                  ('{"type":"text","text":"the gecko and the iguana"}', t + 1))
+        wait_until(alive_and(hit("iguana")), 10, "the streamed text to be searchable")
+        assert found(reader, "gecko") == [(SHOP, "msg_w1#prt_w1", "user")]
+    w.close()
+    proc.send(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+
+
+def test_many_changed_parts_are_read_in_batches(data_dir, open_index):
+    """More changed parts than one batch holds: every one indexed once, in
+    several transactions, and the next pass reads none of them again."""
+    from session_recall.indexer.sources import opencode
+
+    w = _writer(data_dir / "opencode.db")
+    t = int(time.time() * 1000)
+    n = 2 * opencode.BATCH_PARTS + 7
+    w.execute("BEGIN")
+    w.execute("INSERT INTO message VALUES ('msg_many', ?, ?, ?, ?)", (SHOP, t, t, '{"role":"assistant"}'))
+    for i in range(n):
+        w.execute("INSERT INTO part VALUES (?, 'msg_many', ?, ?, ?, ?)",
+                  (f"prt_m{i:05d}", SHOP, t + i, t + i, '{"type":"text","text":"line %d of the yak log"}' % i))
+    w.execute("COMMIT")
+    w.close()
+    ix = open_index()
+    report = ix.sync([str(data_dir)])
+    assert report.messages_added == n + 10  # and the fixture's own (8 in the database, 2 in the JSON files)
+    assert ix.store.conn.execute("SELECT count(DISTINCT message_id) FROM messages "
+                                 "WHERE message_id LIKE 'msg_many#%'").fetchone()[0] == n
+    again = ix.sync([str(data_dir)])
+    assert (again.files_read, again.messages_added, again.messages_updated) == (0, 0, 0)

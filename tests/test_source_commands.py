@@ -148,3 +148,33 @@ def test_watch_takes_a_harness_folder_created_after_it_started(tmp_path, recall_
     shutil.copytree(FIXTURES / "claude-code" / "-home-ada-shop", projects / "-home-ada-shop")
     poll_until(lambda: sessions_of(db, "claude-code") >= 1, 20, "the new Claude Code folder indexed")
     watch.wait_for("new source", timeout=5)
+
+
+def test_watch_takes_an_opencode_database_created_after_it_started(tmp_path, recall_cmd, env, procs):
+    """$OPENCODE_DB names a file, not a folder: created after the watcher
+    started, it is found, indexed, and watched (a later write is mirrored)."""
+    import sqlite3
+
+    oc = tmp_path / "oc"
+    oc.mkdir()
+    env = {**env, "OPENCODE_DB": str(oc / "opencode.db")}
+    db = tmp_path / "r.db"
+    watch = Proc([*recall_cmd, "--db", str(db), "watch"], tmp_path, "watch", env, tmp_path)
+    procs.append(watch)
+    watch.wait_for("watching", timeout=20)
+    app = sqlite3.connect(oc / "opencode.db", isolation_level=None)
+    app.execute("PRAGMA journal_mode = WAL")
+    app.executescript((FIXTURES / "opencode" / "opencode.sql").read_text())
+    poll_until(lambda: sessions_of(db, "opencode") >= 1, 20, "the new OpenCode database indexed")
+    app.execute("UPDATE part SET data = ?, time_updated = time_updated + 1 WHERE id = 'prt_9c1e0a100002b5'",
+                ('{"type":"text","text":"The fix is toFixed(2), says the quokka."}',))
+
+    def quokka() -> bool:
+        conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            return conn.execute("SELECT count(*) FROM messages WHERE text LIKE '%quokka%'").fetchone()[0] == 1
+        finally:
+            conn.close()
+
+    poll_until(quokka, 20, "a later write to the database mirrored")
+    app.close()

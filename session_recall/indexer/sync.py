@@ -426,9 +426,10 @@ class Syncer:
                 if self.stop_requested:
                     return
             with self.store.atomic():
+                # (Its offset is its size: read to the end, nothing waits, as `recall status` counts it.)
                 self.conn.execute(
-                    "UPDATE files SET size = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
-                    (sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
+                    "UPDATE files SET size = ?, offset = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
+                    (sig[0], sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
             self.report.files_read += 1
 
     def _detect(self, path: str) -> str | None:
@@ -455,8 +456,11 @@ class Syncer:
         return detect_kind(first)
 
     def _delete_file_messages(self, fid: int) -> None:
+        """What the index holds from this log: its messages, and the titles it
+        gave sessions by a message id (LeafTitleEvent)."""
         self.conn.execute("DELETE FROM message_fts WHERE rowid IN (SELECT id FROM messages WHERE file_id = ?)", (fid,))
         self.conn.execute("DELETE FROM messages WHERE file_id = ?", (fid,))
+        self.conn.execute("DELETE FROM leaf_titles WHERE file_id = ?", (fid,))
 
     def _reset(self, fid: int, *, prefix: str | None) -> None:
         """The file was rewritten: what it held is replaced by what it holds now."""
@@ -715,6 +719,14 @@ class Syncer:
             )
             self.conn.execute("DELETE FROM file_skips WHERE file_id IN (SELECT id FROM files WHERE missing = 0)")
             self.conn.execute(
+                "DELETE FROM leaf_titles WHERE file_id IS NULL OR file_id IN (SELECT id FROM files WHERE missing = 0)")
+            # A session with nothing left is named again by the logs read
+            # again (with today's rules: a summary that named it by mistake
+            # does not any more); one that keeps messages of a gone log keeps
+            # its names.
+            self.conn.execute("UPDATE sessions SET title = NULL, title_rank = 0, prompt = NULL WHERE NOT EXISTS "
+                              "(SELECT 1 FROM messages m WHERE m.session = sessions.id)")
+            self.conn.execute(
                 "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
             )
             for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
@@ -732,10 +744,17 @@ class Syncer:
                                   (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
-            for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
-                new, n = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
-                if n or new != title:
-                    self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
+            for sid, title, prompt in list(self.conn.execute(
+                    "SELECT id, title, prompt FROM sessions WHERE title IS NOT NULL OR prompt IS NOT NULL")):
+                new, _ = self.redactor.redact(strip_escapes(title), keep_placeholders=True) if title else (None, 0)
+                newp, _ = self.redactor.redact(strip_escapes(prompt), keep_placeholders=True) if prompt else (None, 0)
+                if (new, newp) != (title, prompt):
+                    self.conn.execute("UPDATE sessions SET title = ?, prompt = ? WHERE id = ?", (new, newp, sid))
+            for source, leaf, title in list(self.conn.execute("SELECT source, leaf, title FROM leaf_titles")):
+                new, _ = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
+                if new != title:
+                    self.conn.execute("UPDATE leaf_titles SET title = ? WHERE source = ? AND leaf = ?",
+                                      (new, source, leaf))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
             self.store.set_meta("projection_version", str(PROJECTION_VERSION))

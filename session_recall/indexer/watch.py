@@ -203,7 +203,8 @@ class Watcher:
         if self.discover is not None and time.monotonic() >= self._next_discover:
             self._next_discover = time.monotonic() + DISCOVER_EVERY_S
             known = [(row[0], row[1]) for row in self.store.conn.execute("SELECT path, kind FROM sources")]
-            new += [(p, k) for p, k in self.discover() + known if os.path.isdir(p)]
+            # (A source may be a file: the database $OPENCODE_DB names.)
+            new += [(p, k) for p, k in self.discover() + known if os.path.exists(p)]
         for path, kind in new:
             real = os.path.realpath(os.path.expanduser(path))
             if not os.path.exists(real):

@@ -32,7 +32,7 @@ from . import rank
 from .gates import Confirm, Scope, decide_scope
 from .parse import QUESTION_MAX_CHARS, QueryTokenizer, Term
 from .rank import Ranker, Ranking, select
-from .retrieve import Hit, Retriever, Run
+from .retrieve import NO_FILTERS, Filters, Hit, Retriever, Run
 
 
 @dataclass
@@ -114,7 +114,8 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False,
+               filters: Filters = NO_FILTERS) -> Envelope:
         """A page of ranked, gated passages for `query` (terms, all must
         match) and/or `question` (natural language):
         1. refuse a credential-shaped query before touching any corpus;
@@ -156,7 +157,8 @@ class Engine:
         if (early := self._unanswerable(scope, session_id)) is not None:
             return self._envelope(t0, query, question, *early, terms=term_names, project_root=root)
         # 4. paging
-        key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
+        key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit,
+                           **({"f": filters.key()} if filters else {}))
         offset = 0
         generation = self.generation()
         if cursor:
@@ -166,8 +168,8 @@ class Engine:
                                       project_root=root)
             assert cur is not None  # cursor_hint refuses a cursor that could not be read
             offset = cur["o"]
-        # 5. retrieve, rank and select
-        run = Run()
+        # 5. retrieve, rank and select (the filters, if any, in the SQL of every engine)
+        run = Run(filters=filters)
         if question and len(question) > QUESTION_MAX_CHARS:
             run.gaps["question"] = E.question_gap(QUESTION_MAX_CHARS, len(question))
         selected, more, partial, run = self._select(terms, kw_terms, kw_group, scope, run, limit, offset + limit)
@@ -240,7 +242,7 @@ class Engine:
         """The best partial matches when no message holds every term: those
         holding more of the terms first, marked partial; the run that found
         them (with the first run's gaps and candidates)."""
-        partial_run = Run()
+        partial_run = Run(filters=run.filters)
         alive = self.retriever.possible(terms, self.retriever.universe(scope))
         ranked: Iterator[Hit]
         if not alive:
@@ -360,7 +362,7 @@ class Engine:
         verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
                                caller_cwd=caller_cwd)
         row = self.conn.execute(
-            "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
+            "SELECT s.id, coalesce(s.title, s.prompt), s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.

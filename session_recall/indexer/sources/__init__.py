@@ -17,10 +17,14 @@ def kinds() -> dict[str, type[Parser]]:
     from .canonical import CanonicalParser
     from .claude_code import ClaudeCodeParser
     from .codex import CodexParser
+    from .copilot import CopilotParser
+    from .cursor import CursorParser
     from .gemini import GeminiParser
     from .opencode import OpenCodeParser
+    from .pi import PiParser
 
-    return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser, GeminiParser, OpenCodeParser)}
+    return {p.kind: p for p in (CanonicalParser, ClaudeCodeParser, CodexParser, GeminiParser, OpenCodeParser,
+                                CursorParser, CopilotParser, PiParser)}
 
 
 def kind_names() -> tuple[str, ...]:

@@ -44,7 +44,7 @@ from .base import Parser, Skip, SourceBusy, load_object
 
 # Rows whose update time is this close before the watermark are read again.
 MARGIN_MS = 10_000
-BATCH_PARTS = 2_000
+BATCH_PARTS = 900  # (under SQLite's oldest bound on a statement's parameters, 999)
 _TEXT_ROLES = {"user": "user", "assistant": "assistant"}
 
 
@@ -308,18 +308,18 @@ def _read(conn: sqlite3.Connection, state: dict) -> Iterator[tuple[list[Event], 
             open_session(root)
             events.extend(_events(root, cwd_of(root), turn or mid, ts, parts))
 
-    # Parts changed since the last pass, a batch at a time (keyset order).
-    max_p = wm_p
-    after = (wm_p - MARGIN_MS, "")
-    while True:
-        rows = conn.execute(query + "WHERE (p.time_updated, p.id) > (?, ?) ORDER BY p.time_updated, p.id LIMIT ?",
-                            (*after, BATCH_PARTS)).fetchall()
-        if not rows:
-            break
-        after = (rows[-1][3], rows[-1][0])
-        max_p = max(max_p, *(r[3] for r in rows if isinstance(r[3], int)))
+    # Parts changed since the last pass: their row ids in update order (one
+    # scan, no data), then their rows a batch at a time by row id (each batch
+    # one short query: no read transaction held while the index writes).
+    keys = conn.execute("SELECT rowid, time_updated FROM part WHERE time_updated >= ? "
+                        "ORDER BY time_updated, id", (wm_p - MARGIN_MS,)).fetchall()
+    max_p = max([wm_p] + [u for _, u in keys if isinstance(u, int)])
+    for start in range(0, len(keys), BATCH_PARTS):
+        chunk = [k for k, _ in keys[start:start + BATCH_PARTS]]
+        rows = conn.execute(query + f"WHERE p.rowid IN ({','.join('?' * len(chunk))}) "
+                            "ORDER BY p.time_updated, p.id", chunk).fetchall()
         emit(rows)
-        if len(rows) == BATCH_PARTS:
+        if start + BATCH_PARTS < len(keys):
             yield events, state, skips
             events, skips = [], Counter()
             opened.clear()
