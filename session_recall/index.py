@@ -200,12 +200,13 @@ class Index:
             if row is None:
                 return False
             sid = row[0]
-            self.store.conn.execute("UPDATE messages SET file_id = NULL WHERE file_id IN "
-                                    "(SELECT id FROM files WHERE source_id = ?)", (sid,))
+            # Its files read as deleted logs: their messages survive (a rebuild
+            # keeps them, `--prune` forgets them), and adding the source again
+            # takes the files back where they were read to (Syncer.register).
             self.store.conn.execute("DELETE FROM file_skips WHERE file_id IN "
                                     "(SELECT id FROM files WHERE source_id = ?)", (sid,))
+            self.store.conn.execute("UPDATE files SET missing = 1 WHERE source_id = ?", (sid,))
             self.store.conn.execute("DELETE FROM source_problems WHERE source_id = ?", (sid,))
-            self.store.conn.execute("DELETE FROM files WHERE source_id = ?", (sid,))
             self.store.conn.execute("DELETE FROM sources WHERE id = ?", (sid,))
         return True
 

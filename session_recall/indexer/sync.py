@@ -234,10 +234,17 @@ class Syncer:
                 raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
         with self.store.writer(), self.store.atomic():
             for p, kind in sources:
+                real = os.path.realpath(os.path.expanduser(p))
                 self.conn.execute(
                     "INSERT INTO sources(path, kind, added_at) VALUES (?, ?, ?) "
                     "ON CONFLICT(path) DO UPDATE SET kind = excluded.kind",
-                    (os.path.realpath(os.path.expanduser(p)), kind, utcnow()),
+                    (real, kind, utcnow()),
+                )
+                # Files of a source removed earlier (Index.remove_source) come back to it.
+                self.conn.execute(
+                    "UPDATE files SET source_id = (SELECT id FROM sources WHERE path = ?1) "
+                    "WHERE source_id NOT IN (SELECT id FROM sources) AND (path = ?1 OR substr(path, 1, length(?1) + 1) = ?1 || '/')",
+                    (real,),
                 )
 
     def _sources(self, paths: list[str] | None, kind: str) -> list[tuple[int, str, str]]:
