@@ -305,7 +305,8 @@ def projects(ctx: click.Context, as_json: bool) -> None:
         _dump(listed)
         return
     for p in listed:
-        _echo(f"{(p['last_activity'] or '')[:16]:<16}  {p['sessions']:>5} sessions  {p['root']}")
+        word = "session " if p["sessions"] == 1 else "sessions"
+        _echo(f"{(p['last_activity'] or '')[:16]:<16}  {p['sessions']:>5} {word}  {p['root']}")
 
 
 @main.command()
