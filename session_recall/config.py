@@ -149,4 +149,4 @@ def default_sources(settings: Settings) -> tuple[str, list[tuple[str, str]]]:
         return "config", configured_sources(settings)
     from .indexer.sources import default_folders  # (the registry of source kinds)
 
-    return "defaults", [(path, kind) for path, kind in default_folders() if os.path.isdir(path)]
+    return "defaults", [(path, kind) for path, kind in default_folders() if os.path.exists(path)]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,12 +15,13 @@ import orjson
 from .config import Settings, configured_sources, default_db, default_sources, load_settings
 from .doctor import doctor
 from .indexer.files import Limits
+from .indexer.sources import default_folders
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
-from .query.engine import Engine
-from .query.gates import Confirm, Scope, project_roots, why_wide
+from .query.engine import Engine, Located
+from .query.gates import Confirm, Scope, project_of_recorded, project_roots, why_wide
 from .query.passages import parse_anchor
-from .query.retrieve import Run
+from .query.retrieve import Filters, Run
 from .rows import one
 from .store import NotAnIndex, Store, WriterBusy
 from .text.redact import find_secret
@@ -28,6 +30,14 @@ if TYPE_CHECKING:
     from .indexer.watch import Watcher
 
 __all__ = ["KINDS", "Index", "Match", "NotAnIndex", "WriterBusy"]
+
+
+def _existing(paths: list[str]) -> list[str]:
+    """`paths`, each of which must exist (FileNotFoundError names the first that does not)."""
+    for p in paths:
+        if not os.path.exists(os.path.expanduser(p)):
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", p)
+    return paths
 
 
 @dataclass
@@ -53,6 +63,7 @@ class Index:
         # registers its SQL functions there, once.
         self.engine = Engine(store.reader, settings)
         self._syncer: Syncer | None = None
+        self._first_use_unfinished = False  # the first build ran out of its budget
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, *, settings: Settings | None = None,
@@ -110,9 +121,12 @@ class Index:
              prune: bool = False, progress: Progress | None = None) -> SyncReport:
         """One incremental sync of `paths` (registered as sources), or, given
         none, of the default sources (default_sources()) and every source the
-        index already knows."""
+        index already knows. A path that does not exist raises
+        FileNotFoundError before anything is registered."""
         if isinstance(paths, (str, os.PathLike)):
             paths = [str(paths)]
+        if paths:
+            _existing(paths)
         if not paths:
             self.register_default_sources()
         syncer = Syncer(self.store, progress=progress, limits=self.limits)
@@ -123,12 +137,92 @@ class Index:
             self._syncer = None
 
     def watcher(self, paths: list[str] | None, kind: str = "auto", *,
-                on_sync: Callable[[SyncReport], None] | None = None) -> Watcher:
-        """A watcher of `paths` (else of every known source) that keeps this
-        index current: `run()` reconciles, then mirrors changes until `stop()`."""
+                on_sync: Callable[[SyncReport], None] | None = None,
+                on_source: Callable[[str, str], None] | None = None) -> Watcher:
+        """A watcher of `paths` (else of every known source, and of the
+        harness folders that appear while it runs) that keeps this index
+        current: `run()` reconciles, then mirrors changes until `stop()`.
+        Sources handed over by `hand_to_watcher` join it; `on_source(path,
+        kind)` is told of each source added while it runs."""
         from .indexer.watch import Watcher  # watchdog only for those who watch
 
-        return Watcher(self.store, paths, kind, on_sync=on_sync, limits=self.limits)
+        if paths:
+            _existing(paths)
+        discover = None if paths else (lambda: self.default_sources()[1])
+        return Watcher(self.store, paths, kind, on_sync=on_sync, limits=self.limits, discover=discover,
+                       on_source=on_source)
+
+    def watcher_pid(self) -> int | None:
+        """The pid of the `recall watch` keeping this index current, if one runs."""
+        from .indexer.watch import watcher_pid
+
+        return watcher_pid(self.path)
+
+    def hand_to_watcher(self, paths: list[str], kind: str = "auto") -> None:
+        """Give sources to the running watcher (which holds the writer lock):
+        it registers, indexes and watches them within a second or two."""
+        from .indexer.watch import hand_over
+
+        hand_over(self.path, [(os.path.realpath(os.path.expanduser(p)), kind) for p in _existing(paths)])
+
+    def source_indexed_at(self, path: str) -> str | None:
+        """When the source at `path` was last indexed (None: never, or unknown)."""
+        row = self.store.reader.execute("SELECT last_indexed_at FROM sources WHERE path = ?",
+                                        (os.path.realpath(os.path.expanduser(path)),)).fetchone()
+        return row[0] if row else None
+
+    # --- sources and projects ---------------------------------------------------
+
+    def sources(self) -> list[dict]:
+        """The registered sources (path, kind, files, missing_files,
+        last_indexed_at), each marked `configured` when the config names it
+        (a removed configured source comes back with the next `recall index`)."""
+        configured = {os.path.realpath(p) for p, _ in self.configured_sources()}
+        return [{**s, "configured": s["path"] in configured} for s in self.status()["sources"]]
+
+    def add_source(self, path: str, kind: str = "auto") -> str:
+        """Register an existing folder or file as a source, without reading it."""
+        (real,) = [os.path.realpath(os.path.expanduser(p)) for p in _existing([path])]
+        Syncer(self.store).register([(real, kind)])
+        return real
+
+    def remove_source(self, path: str) -> bool:
+        """Stop indexing the source at `path` (as registered, or as written).
+        The sessions read from it stay searchable, as those of a deleted log
+        do. False when no such source is registered."""
+        candidates = [path, os.path.realpath(os.path.expanduser(path))]
+        with self.store.writer(), self.store.atomic():
+            row = None
+            for p in candidates:
+                row = self.store.conn.execute("SELECT id FROM sources WHERE path = ?", (p,)).fetchone()
+                if row:
+                    break
+            if row is None:
+                return False
+            sid = row[0]
+            # Its files read as deleted logs: their messages survive (a rebuild
+            # keeps them, `--prune` forgets them), and adding the source again
+            # takes the files back where they were read to (Syncer.register).
+            self.store.conn.execute("DELETE FROM file_skips WHERE file_id IN "
+                                    "(SELECT id FROM files WHERE source_id = ?)", (sid,))
+            self.store.conn.execute("UPDATE files SET missing = 1 WHERE source_id = ?", (sid,))
+            self.store.conn.execute("DELETE FROM source_problems WHERE source_id = ?", (sid,))
+            self.store.conn.execute("DELETE FROM sources WHERE id = ?", (sid,))
+        return True
+
+    def projects(self) -> list[dict]:
+        """The indexed projects: each root (the top of the git work tree that
+        holds a session's recorded cwd, else that cwd), its sessions and
+        their last activity, most recent first: the roots to pass as `cwd`."""
+        by_root: dict[str, dict] = {}
+        for cwd, n, last in self.store.reader.execute(
+                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)) FROM sessions GROUP BY cwd"):
+            root = project_of_recorded(cwd)
+            p = by_root.setdefault(root, {"root": root, "sessions": 0, "last_activity": None})
+            p["sessions"] += n
+            if last and (p["last_activity"] is None or last > p["last_activity"]):
+                p["last_activity"] = last
+        return sorted(by_root.values(), key=lambda p: (p["last_activity"] or "", p["root"]), reverse=True)
 
     def stop(self) -> None:
         """Ask a running sync to stop after its current batch."""
@@ -138,11 +232,10 @@ class Index:
     def _first_use(self) -> dict[str, str]:
         """An empty index with known sources is built before answering, within
         the first-use budget; the gaps say how far it got."""
-        if not self.store.is_empty():
+        if not self.store.is_empty() and not self._first_use_unfinished:
             return {}
         known = self.store.counts()["sources"]
-        configured = self.configured_sources()
-        if not known and not configured:
+        if not known and not self.default_sources()[1]:
             return {}
         timer = threading.Timer(self.settings.first_use_budget_s, self.stop)
         timer.start()
@@ -155,14 +248,26 @@ class Index:
             # and the caller (an agent's tool call) gets an envelope, not a
             # trace. Only the exception's type: its message may quote a log.
             return {"first_use": f"the index is empty and building it failed ({type(e).__name__}); "
-                                 "run `recall index` to see why"}
+                                 "the user can run `recall index` to see why"}
         finally:
             timer.cancel()
         pending = self.store.files_pending()
+        # A long-lived caller (the MCP server) goes on building on its next calls.
+        self._first_use_unfinished = bool(pending)
         if pending:
             return {"first_use": f"the index was empty; it was built for {self.settings.first_use_budget_s:g}s "
-                                 f"before answering and {pending} files are not indexed yet (run `recall index`)"}
+                                 f"before answering and {pending} files are not indexed yet: ask again to "
+                                 "search more of them (the user can run `recall index` to finish)"}
         return {}
+
+    def _empty_index_hint(self) -> str:
+        """What an empty index says to whoever asked (a model, often): where
+        logs were looked for, and what the user can do; no path to guess."""
+        looked = ", ".join(p for p, _ in default_folders())
+        return ("The index is empty and no session logs were found to build it from, so nothing was searched "
+                f"(no sources configured; looked for the harnesses' folders: {looked}). Tell the user: add the "
+                "folder of their session logs as [[sources]] in the session-recall config, or run "
+                "`recall index` with it once.")
 
     # --- asking -----------------------------------------------------------------
 
@@ -186,20 +291,28 @@ class Index:
     def recall(self, query: str = "", question: str | None = None, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, *, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False,
+               roles: Iterable[str] = (), sources: Iterable[str] = (), since: str | None = None,
+               until: str | None = None) -> Envelope:
         """Ranked, gated passages for `query` (terms ANDed) and/or `question`.
         `caller_cwd`: where the caller stands (default: this process's
         directory); a `cwd` at or above its project is an all-projects search.
         `for_model`: shorter passages, and a page whose JSON fits a model's
-        tool result (docs/recall.md, "Passages")."""
+        tool result (docs/recall.md, "Passages"). Filters, exact (applied in
+        the SQL of every engine): `roles` of the matching message, `sources`
+        (kinds) of its session, and its own timestamp from `since`
+        (inclusive) to `until` (exclusive), ISO 8601 instants."""
         refused = self.engine.refusal(query, question)
         if refused is not None:  # before first use could read (or build) anything
             return refused
         gaps = self._first_use()
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                                  limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm,
-                                 caller_cwd=caller_cwd, for_model=for_model)
+                                 caller_cwd=caller_cwd, for_model=for_model,
+                                 filters=Filters(tuple(roles), tuple(sources), since, until))
         env.gaps.update(gaps)
+        if env.status == "empty_index" and not gaps:  # (a gap says why a build did not fill it)
+            env.hint = self._empty_index_hint()
         return env
 
     def recall_more(self, anchor: str, *, cwd: str | None = None, all_projects: bool = False,
@@ -209,16 +322,41 @@ class Index:
         return self.engine.recall_more(anchor, cwd=cwd, all_projects=all_projects, caller_session=caller_session,
                                        confirm=confirm, caller_cwd=caller_cwd)
 
-    def search(self, query: str, limit: int = 10) -> list[tuple[Match, dict]]:
+    def locate_session(self, session: str, *, cwd: str | None = None, all_projects: bool = False,
+                       confirm: Confirm | None = None, caller_cwd: str | None = None) -> Located:
+        """The session that `session` (an id, or a unique prefix of one) names,
+        wherever it lives, under the gates and the all_projects policy
+        (Engine.locate_session); `.session_id` is its full id, or None with a
+        status and hint."""
+        return self.engine.locate_session(session, cwd=cwd, all_projects=all_projects, confirm=confirm,
+                                          caller_cwd=caller_cwd)
+
+    def show(self, session: str, *, cwd: str | None = None, all_projects: bool = False,
+             confirm: Confirm | None = None, caller_cwd: str | None = None,
+             caller_session: str | None = None) -> Envelope:
+        """A whole session (an id, or a unique prefix of one), every message in
+        order, redacted, in scope: one result whose passage is the session."""
+        located = self.locate_session(session, cwd=cwd, all_projects=all_projects, confirm=confirm,
+                                      caller_cwd=caller_cwd)
+        return self.show_located(located, caller_session=caller_session)
+
+    def show_located(self, located: Located, *, caller_session: str | None = None) -> Envelope:
+        """show() of what locate_session() found; with nothing found, the
+        envelope of its status and hint."""
+        return self.engine.show(located, caller_session=caller_session)
+
+    def search(self, query: str, limit: int = 10, *, roles: Iterable[str] = (), sources: Iterable[str] = (),
+               since: str | None = None, until: str | None = None) -> list[tuple[Match, dict]]:
         """Every message matching all terms of `query` in all projects, best
-        first, with its session: the same retrieval as recall, without gates,
-        passages or quotas (for scripts and tests)."""
+        first, with its session: the same retrieval as recall (its filters
+        too), without gates, passages or quotas (for scripts and tests)."""
         terms = self.engine.tokenizer.parse(query)
         out: list[tuple[Match, dict]] = []
         if not terms:
             return out
         c = self.store.reader
-        for hit in self.engine.retriever.hits(terms, Scope("all", "/"), Run(),
+        run = Run(filters=Filters(tuple(roles), tuple(sources), since, until))
+        for hit in self.engine.retriever.hits(terms, Scope("all", "/"), run,
                                               first=self.engine.ranking.fts_first_page):
             role, mid, ts, text, atts = one(c.execute(
                 "SELECT role, message_id, ts, text, attachments FROM messages WHERE id = ?", (hit.rowid,)))
@@ -229,7 +367,7 @@ class Index:
 
     def session(self, rowid: int) -> dict:
         row = one(self.store.reader.execute(
-            "SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?", (rowid,)
+            "SELECT source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions WHERE id = ?", (rowid,)
         ))
         return dict(zip(("source", "cwd", "session_id", "title", "started_at"), row))
 

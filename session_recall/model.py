@@ -70,12 +70,29 @@ class SessionEvent(BaseModel):
     cwd: str
     started_at: str
     title: str | None = None
+    title_rank: int = 0  # as TitleEvent.rank
 
 
 class TitleEvent(BaseModel):
+    """Titles a session, unless the title it has came with a higher rank (a
+    user's custom title outranks a title made up for the session, whichever
+    log says it last). Among equal ranks the last one wins."""
+
     session_id: str
     cwd: str
     title: str
+    rank: int = 0
+
+
+class LeafTitleEvent(BaseModel):
+    """Titles whichever session of this source holds the message `leaf`, in
+    any log, read before or after (a Claude Code `summary`: resumed logs
+    carry summaries of other sessions). Until that message is indexed the
+    title waits; it never titles anything else."""
+
+    leaf: str
+    title: str
+    rank: int = 0
 
 
 class MessageEvent(BaseModel):
@@ -94,6 +111,10 @@ class MessageEvent(BaseModel):
     # the same log (a harness that writes a record again, whole, when it
     # changes: Gemini CLI). Without it the first settled text stands.
     replaces: bool = False
+    # What a person typed to start work (not injected context, not a
+    # sub-agent's prompt): the first such message of an untitled session
+    # names it (sessions.prompt).
+    prompt: bool = False
     # Filled where the line was parsed (indexer.pipeline.prepare): the
     # redacted text and its index body, so that the writer only writes.
     prepared: Any = Field(default=None, exclude=True, repr=False)
@@ -109,7 +130,16 @@ class ForgetEvent(BaseModel):
     message_ids: list[str]
 
 
-Event = SessionEvent | TitleEvent | MessageEvent | ForgetEvent
+class KeepEvent(BaseModel):
+    """Of the messages this log wrote into the session, exactly these remain
+    (a database whose rows were deleted: an OpenCode revert)."""
+
+    session_id: str
+    cwd: str
+    message_ids: list[str]
+
+
+Event = SessionEvent | TitleEvent | LeafTitleEvent | MessageEvent | ForgetEvent | KeepEvent
 
 
 # --- the envelope (contract §8) ------------------------------------------------
@@ -190,10 +220,10 @@ class Envelope(_Out):
     query: str
     question: str | None = None
     status: Status
-    project_root: str | None = Field(default=None, description=(
-        "the project the search was confined to: the top of the git work tree holding the cwd, else the cwd "
-        "(in `/`, the home folder or above it, only the sessions started there); null when it searched all "
-        "projects or nothing (refused, empty query, denied)"))
+    # The top of the git work tree holding the cwd, else the cwd (in `/` or
+    # $HOME: only the sessions started there); None when all projects were
+    # searched, or nothing was (refused, empty query, denied). docs/recall.md.
+    project_root: str | None = Field(default=None, description="the project searched; null: all projects")
     results: list[Result] = Field(default_factory=list)
     next_cursor: str | None = None
     hint: str

@@ -22,3 +22,210 @@ def visible(text: str) -> str:
     """`text` with every terminal control character shown as a visible
     escape (module docstring); line feeds and tabs kept."""
     return text.replace("\r\n", "\n").translate(_VISIBLE)
+
+
+def markdown(env) -> str:
+    """A whole session (the envelope of `recall show`) as Markdown: a heading
+    with its title, its id, source, project and start, then each message under
+    its role and time. Control characters shown as in every human output."""
+    out: list[str] = []
+    for r in env.results:
+        out += [f"# {r.title or r.session_id}", "",
+                f"- session: `{r.session_id}` ({r.source})", f"- project: `{r.cwd}`",
+                f"- started: {r.started_at or 'unknown'}", f"- messages: {len(r.passage.messages)}", ""]
+        for m in r.passage.messages:
+            out += [f"## {m.role}" + (f" · {m.ts}" if m.ts else ""), ""]
+            if m.text:
+                out += [m.text, ""]
+            out += [f"*{mat.kind}: {mat.name} ({mat.bytes} bytes)*" for mat in m.materials]
+            if m.materials:
+                out.append("")
+    if env.redacted:
+        out.append(f"*{env.redacted} secrets redacted*")
+    return visible("\n".join(out).rstrip("\n") + "\n")
+
+
+# --- search results, as `rg -C` prints matches -----------------------------------------
+
+ROLE_WIDTH = 11  # tool_result
+TIME_WIDTH = 16  # 2026-11-20 14:30
+INDENT = 4 + TIME_WIDTH + 2 + ROLE_WIDTH + 2  # where a message's text starts
+HIT_LINES = 6  # lines of a hit shown, around its first term, without --full
+CONTEXT_LINES = 2  # lines of a neighbour
+LINE_CHARS = 400  # a longer line (minified JSON, a base64 blob) is cut, without --full
+# Tool calls whose arguments are whole file contents: only their first line
+# (the tool and the path) unless --full.
+PAYLOAD_TOOLS = ("edit", "write", "multiedit", "notebookedit", "apply_patch", "str_replace_based_edit_tool")
+
+
+class Style:
+    """SGR colours, or none (--color never, or not a terminal)."""
+
+    def __init__(self, color: bool):
+        self.color = color
+
+    def _sgr(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color and text else text
+
+    def bold(self, text: str) -> str:
+        return self._sgr("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._sgr("2", text)
+
+    def role(self, text: str) -> str:
+        return self._sgr("36", text)
+
+    def match(self, text: str) -> str:
+        return self._sgr("1;31", text)
+
+    def number(self, text: str) -> str:
+        return self._sgr("1;32", text)
+
+
+def when(ts: str | None) -> str:
+    """A message's own time, local, to the minute (`2026-11-20 14:30`)."""
+    import datetime as dt
+
+    if not ts:
+        return ""
+    try:
+        t = dt.datetime.fromisoformat(ts)
+    except ValueError:
+        return ts[:TIME_WIDTH]
+    if t.tzinfo is not None:
+        t = t.astimezone()
+    return t.strftime("%Y-%m-%d %H:%M")
+
+
+def highlight(text: str, terms: list[str], style: Style) -> str:
+    """`text` (already visible) with every occurrence of a term marked."""
+    if not style.color or not terms:
+        return text
+    low = text.casefold()
+    spans = []
+    for t in terms:
+        start = low.find(t) if t else -1
+        while start != -1:
+            spans.append((start, start + len(t)))
+            start = low.find(t, start + len(t))
+    out, pos = [], 0
+    for a, b in sorted(spans):
+        if a < pos or len(low) != len(text):  # casefold changed lengths: positions would not hold
+            continue
+        out += [text[pos:a], style.match(text[a:b])]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _shown_lines(text: str, terms: list[str], keep: int | None, full: bool) -> tuple[list[str], int, int]:
+    """The lines of a message to show: at most `keep` (None: all) from just
+    before the first line holding a term; and how many were left out before
+    and after."""
+    lines = text.split("\n")
+    if not full:
+        lines = [ln if len(ln) <= LINE_CHARS else ln[:LINE_CHARS] + "…" for ln in lines]
+    if keep is None or full or len(lines) <= keep:
+        return lines, 0, 0
+    first = next((i for i, ln in enumerate(lines) if any(t and t in ln.casefold() for t in terms)), 0)
+    start = max(0, min(first - 1, len(lines) - keep))
+    return lines[start:start + keep], start, len(lines) - start - keep
+
+
+def _is_payload(m) -> bool:
+    if m.role != "tool_call":
+        return False
+    name = m.text.split("\n", 1)[0].strip().casefold()
+    return name in PAYLOAD_TOOLS
+
+
+def passage_block(n: int | None, r, terms: list[str], style: Style, *, full: bool, whole: bool) -> list[str]:
+    """One result as lines: a header (its number, title, short session id,
+    project), then each message under its time and role, continuation lines
+    indented under the text; the anchor marked `>`. `whole`: every line of
+    each message (recall more), else a few around the hit."""
+    sid = r.session_id[:8] if len(r.session_id) > 12 else r.session_id
+    head = [style.number(f"[{n}]")] if n is not None else []
+    head += [style.bold(visible(r.title or "(untitled)")), style.dim(visible(sid)), style.dim(visible(r.cwd))]
+    if r.partial:
+        head.append(style.dim("matches only: " + ", ".join(visible(t) for t in r.matched_terms)))
+    out = ["  ".join(head)]
+    for m in r.passage.messages:
+        if _is_payload(m) and not full:
+            keep: int | None = 1
+        elif whole:
+            keep = None
+        else:
+            keep = HIT_LINES if m.is_hit or m.is_anchor else CONTEXT_LINES
+        lines, before, after = _shown_lines(visible(m.text), terms, keep, full)
+        mark = "> " if m.is_anchor else "  "
+        prefix = f"  {mark}{when(m.ts):<{TIME_WIDTH}}  {style.role(f'{m.role:<{ROLE_WIDTH}}')}  "
+        pad = " " * INDENT
+        shown = [highlight(ln, terms, style) if (m.is_hit or m.is_anchor) else ln for ln in lines]
+        if before:
+            shown.insert(0, style.dim(f"… ({before} lines before)"))
+        if after:
+            shown.append(style.dim(f"… (+{after} lines{'' if full else '; --full shows them'})"))
+        out.append(prefix + (shown[0] if shown else ""))
+        out += [pad + ln for ln in shown[1:]]
+        for mat in m.materials:
+            out.append(pad + style.dim(f"[{mat.kind}: {visible(mat.name)}, {mat.bytes} bytes]"))
+    return out
+
+
+# The envelope's hints are written for a model (MCP parameter names); on the
+# command line the same advice names the command's own words.
+_CLI_WORDS = [
+    ("(all_projects; on the command line --all-projects)", "(--all-projects)"),
+    ("all_projects (on the command line --all-projects)", "--all-projects"),
+    ("recall_more(anchor_id)", "`recall more N`"),
+    ("pass next_cursor", "repeat the search with --cursor"),
+    ("page with next_cursor", "repeat the search with --cursor"),
+    ("without session_id", "without --session"),
+    ("pass the cwd of", "pass --cwd with"),
+    ("Pass the cwd of", "Pass --cwd with"),
+    ("or with the cwd of one of them", "or with --cwd naming one of them"),
+    ("(the user can list the indexed projects with `recall projects`)", "(`recall projects` lists them)"),
+    ("This is not an anchor_id from a recall result; pass a passage's anchor_id.",
+     "This is not a passage's anchor; give the number of a passage of the last search (`recall more 2`) "
+     "or an anchor it printed with --json."),
+]
+
+
+def cli_words(text: str) -> str:
+    """A hint for a model, in the command line's words."""
+    import re
+
+    for model, cli in _CLI_WORDS:
+        text = text.replace(model, cli)
+    # a parameter named alone (not the config key `all_projects = "..."`)
+    text = re.sub(r"\ball_projects\b(?! = )", "--all-projects", text)
+    text = re.sub(r"\bsession_id\b", "--session", text)
+    return re.sub(r"\bnext_cursor\b", "--cursor", text)
+
+
+def results(env, style: Style, *, full: bool = False, whole: bool = False, numbered: bool = True) -> str:
+    """Human output of a search (or of `recall more`): the partial-match
+    notice first, one block per passage, then a line of what to do next."""
+    out: list[str] = []
+    terms = [t for t in env.diagnostics.terms if t]
+    if env.status == "partial":
+        quoted = ", ".join(repr(t) for t in terms)
+        out += [style.bold(visible(f"No message contains all of {quoted}; the best partial matches:")), ""]
+    for i, r in enumerate(env.results, 1):
+        out += passage_block(i if numbered else None, r, terms, style, full=full, whole=whole)
+        out.append("")
+    sessions = len({(r.source, r.cwd, r.session_id) for r in env.results})
+    n = len(env.results)
+    tail = [f"{n} passage{'s' * (n != 1)} from {sessions} session{'s' * (sessions != 1)}."]
+    if numbered:
+        tail.append("`recall more N` widens passage N to its whole turn.")
+    else:
+        tail = [visible(cli_words(env.hint))]
+    if env.next_cursor:
+        tail.append(f"Next page: repeat the search with --cursor {env.next_cursor}")
+    out.append(style.dim(" ".join(tail)))
+    for k, v in env.gaps.items():
+        out.append(style.dim(visible(f"note ({k}): {cli_words(v)}")))
+    return "\n".join(out) + "\n"

@@ -322,6 +322,14 @@ def isolated_settings(tmp_path: Path, monkeypatch):
     empty.write_text("")
     monkeypatch.setenv("RECALL_CONFIG", str(empty))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    # No harness folder of this machine: a first use on an empty index builds
+    # from them (README, "First use"), and a test's index holds only its own.
+    # (Cursor's folder has no variable: ~/.cursor/projects, rarely on a test machine.)
+    for var, folder in (("CLAUDE_CONFIG_DIR", "no-claude"), ("CODEX_HOME", "no-codex"),
+                        ("GEMINI_CLI_HOME", "no-gemini"), ("XDG_DATA_HOME", "xdg-data"),
+                        ("COPILOT_HOME", "no-copilot"), ("PI_CODING_AGENT_DIR", "no-pi")):
+        monkeypatch.setenv(var, str(tmp_path / folder))
+    monkeypatch.delenv("OPENCODE_DB", raising=False)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from session_recall import Index
@@ -64,3 +65,10 @@ def write(path: Path, *chunks: bytes) -> int:
     data = b"".join(chunks)
     path.write_bytes(data)
     return len(data)
+
+
+def run_all(run_recall, *argvs: list) -> list:
+    """Each argv run as `recall ...` (the run_recall fixture), side by side:
+    each start of the command costs most of a second."""
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(lambda argv: run_recall(*argv), argvs))

@@ -322,8 +322,8 @@ def read_logs(paths: list[Path], secrets: tuple[str, ...] | list[str] = ()) -> C
                         msg.text = obj.get("text", "")
                         msg.settled = True
                         msg.attachment_names = [a["name"] for a in obj.get("attachments") or []]
-                    else:
-                        msg.text += obj.get("text", "")
+                    else:  # each fragment loses its terminal escapes as it comes (docs/formats.md)
+                        msg.text += without_escapes(obj.get("text", ""))
     fields: dict[tuple[str, str, str], list[str]] = {}
     for key, msg in messages.items():
         text = visible(msg.role, msg.text, msg.tool_name)

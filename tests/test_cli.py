@@ -41,11 +41,11 @@ def test_recall_search_and_more_on_the_command_line(proj, corpus, run_recall):
     assert done.returncode == 0, done.stderr
     more = Envelope.model_validate_json(done.stdout)
     assert more.status == "ok" and [m.message_id for m in more.results[0].passage.messages] == ["u1", "a1"]
-    # failures print their hint, not a traceback, and exit normally
+    # failures print their hint, not a traceback, and exit as grep does (test_cli_exit.py)
     done = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj, "--session", "nope")
-    assert done.returncode == 0 and "nope" in done.stdout and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "nope" in done.stderr and "Traceback" not in done.stderr
     done = run_recall("--db", corpus.db, "search", "sk-ant-api03-Zq8xVw2LmN4pRt6y", "--cwd", proj, "--json")
-    assert json.loads(done.stdout)["status"] == "refused"
+    assert json.loads(done.stdout)["status"] == "refused" and done.returncode == 3
     assert "Zq8xVw2LmN4pRt6y" not in done.stdout
 
 

@@ -4,8 +4,10 @@ are shown, never sent, while --json stays lossless."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from session_recall.model import Envelope
+from tests.helpers import run_all
 
 # What a tool may have printed into a log: a window title (OSC 2, ended by
 # BEL and by ST), a clipboard write (OSC 52), a screen clear (CSI 2J), the
@@ -49,3 +51,86 @@ def test_control_characters_from_a_log_never_reach_the_terminal(proj, corpus, ru
     done = run_recall("--db", corpus.db, "more", anchor, "--cwd", proj)
     assert done.returncode == 0, done.stderr
     assert not RAW_CONTROL.search(done.stdout) and "sub^[]2;retitled^Gdir" in done.stdout
+
+
+def _blocks_corpus(corpus, proj):
+    s = corpus.session("a3f1c2d4-0001-4e5f", proj, title="Résumé layout", started_at="2026-11-20T09:00:00Z")
+    s.message("u1", "Which serif font for the résumé?\nIt must print well.\nAnd read on screen.",
+              ts="2026-11-20T09:12:05Z")
+    s.message("c1", "Edit\nresume/style.css\n" + "\n".join(f"line {i} of the old file" for i in range(60))
+              + "\nfont-family: Source Serif 4", role="tool_call", tool_name="Edit", ts="2026-11-20T09:13:00Z")
+    s.message("a1", "Source Serif 4 for the body,\nInter for the headings.", role="assistant",
+              ts="2026-11-20T09:14:30Z")
+    corpus.open().close()
+
+
+def test_human_output_reads_like_rg_context(proj, corpus, run_recall):
+    _blocks_corpus(corpus, proj)
+    plain, full, colour, partial, miss = run_all(
+        run_recall,
+        ["--db", corpus.db, "search", "serif", "--cwd", proj],
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--full", "--limit", "1"],
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--color", "always"],
+        ["--db", corpus.db, "search", "serif", "zeppelin", "--cwd", proj],
+        ["--db", corpus.db, "search", "zeppelin", "--cwd", proj])
+    out = plain.stdout
+    lines = out.splitlines()
+    # one block a passage: its number, the title, a short session id and the project
+    assert lines[0].startswith("[1]") and "Résumé layout" in lines[0] and "a3f1c2d4 " in lines[0] + " "
+    assert str(proj) in lines[0] and "a3f1c2d4-0001-4e5f" not in lines[0]
+    # each message under its own time and role; continuation lines indented under the text
+    first = next(ln for ln in lines if "Which serif font" in ln)
+    assert "2026-11-20 09:12" in first and " user " in first
+    column = first.index("Which serif font")
+    cont = lines[lines.index(first) + 1]
+    assert cont.strip() == "It must print well." and cont.index("It must") == column
+    assert any("2026-11-20 09:14" in ln and "assistant" in ln for ln in lines)
+    # an Edit's payload is one line unless --full
+    assert "line 30 of the old file" not in out and "--full shows them" in out
+    assert "line 30 of the old file" in full.stdout
+    # colour only when asked (a pipe is not a terminal); the words of the command line, not MCP's
+    assert "\x1b[" not in out and "\x1b[1;31m" in colour.stdout
+    assert "recall more N" in out and "recall_more" not in out and "anchor_id" not in out
+    # the partial-match notice comes first
+    assert partial.stdout.splitlines()[0].startswith("No message contains all of 'serif', 'zeppelin'")
+    assert partial.returncode == 1
+    assert miss.stdout == "" and "--all-projects" in miss.stderr and "all_projects" not in miss.stderr
+
+
+def test_recall_more_takes_the_number_of_a_passage_of_the_last_search(proj, corpus, run_recall):
+    _blocks_corpus(corpus, proj)
+    found = run_recall("--db", corpus.db, "search", "serif", "--cwd", proj)
+    assert found.returncode == 0, found.stderr
+    last = Path(f"{corpus.db}.last-search")
+    assert last.stat().st_mode & 0o777 == 0o600
+    more, beyond = run_all(run_recall, ["--db", corpus.db, "more", "1"], ["--db", corpus.db, "more", "7"])
+    assert more.returncode == 0, more.stderr
+    assert "Inter for the headings." in more.stdout and "Which serif font" in more.stdout
+    assert beyond.returncode == 2 and "no passage 7" in beyond.stderr
+
+
+PAGER_SCRIPT = "cat > {out}"
+
+
+def test_a_pager_runs_only_when_stdout_is_a_terminal(proj, corpus, recall_cmd, tmp_path):
+    import os
+    import pty
+    import subprocess
+
+    _blocks_corpus(corpus, proj)
+    paged = tmp_path / "paged.txt"
+    env = {**os.environ, "PAGER": PAGER_SCRIPT.format(out=paged), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    argv = [*recall_cmd, "--db", str(corpus.db), "search", "serif", "--cwd", str(proj)]
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run(argv, stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+                              timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 0, done.stderr
+    text = paged.read_text()
+    assert "Résumé layout" in text and "\x1b[" in text  # paged, coloured for `less -R`
+    paged.unlink()
+    piped = subprocess.run(argv, capture_output=True, env=env, timeout=60)
+    assert piped.returncode == 0 and b"R\xc3\xa9sum\xc3\xa9 layout" in piped.stdout and not paged.exists()

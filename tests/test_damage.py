@@ -192,7 +192,7 @@ def test_repair_waits_for_no_writer_and_refuses_beside_one(built, run_recall, re
             assert time.monotonic() < deadline
             time.sleep(0.02)
         done = run_recall("--db", db, "doctor", "--repair")
-        assert done.returncode == 1 and f"pid {watcher.pid}" in done.stderr, done.stderr
+        assert done.returncode == 2 and f"pid {watcher.pid}" in done.stderr, done.stderr
         assert not list(db.parent.glob("recall.db.damaged-*"))
     finally:
         watcher.kill()

@@ -6,11 +6,15 @@ messages `Index.search` returns (no limit, no scope) must be exactly the set
 the oracle (tests/oracle.py, a brute-force reading of docs/matching.md) finds
 in the logs themselves, row for row.
 
-Each session is written as canonical log or, one in three, as a Gemini CLI
-recording (records written again whole, system records, tool calls with
-their results inside an assistant record, and a prompt and answer taken back
-by a rewind, whose words must never be found); the oracle reads its canonical
-equivalent.
+Each session is written as a canonical log or as another harness's log: a
+Gemini CLI recording (records written again whole, system records, tool
+calls with their results inside an assistant record, and a prompt and answer
+taken back by a rewind) or an OpenCode database (a part per message,
+synthetic text, tool parts running or completed, and a prompt and answer
+deleted between two passes, as a revert deletes them), a Cursor transcript,
+a Copilot CLI event log or a Pi session (each with the text its harness
+injects, never indexed). Words taken back must never be found; the oracle
+reads each session's canonical equivalent.
 
 Corpus classes: Latin words with shared prefixes, CJK words and random CJK
 runs, mixed scripts, full-width and compatibility forms, combining marks,
@@ -228,7 +232,7 @@ class GenSession:
 
 
 # The formats a session may be written in (docs/formats.md), canonical most often.
-HARNESSES = ["canonical", "canonical", "gemini"]
+HARNESSES = ["canonical"] * 4 + ["gemini", "opencode", "cursor", "copilot", "pi"]
 # Words that no redactor takes for a secret, for messages a log takes back.
 REWOUND_WORDS = ["font", "serif", "字体", "简历", "youer", "Miso", "浮窗", "résumé"]
 
@@ -314,18 +318,216 @@ def gemini_log(gs: GenSession, folder: Path, n: int) -> list[dict]:
     return [{"type": "message", **c} for c in canonical]
 
 
-def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None) -> list[Path]:
+OPENCODE_SCHEMA = (Path(__file__).resolve().parents[1] / "fixtures" / "opencode" / "opencode.sql").read_text(
+    encoding="utf-8").split("INSERT INTO", 1)[0]
+
+
+def opencode_db(gs: GenSession, folder: Path, n: int, later: list) -> list[dict]:
+    """Write `gs` into an OpenCode database (WAL mode) under `folder` and
+    return the canonical lines of what it holds: one message per generated
+    message, with one part (text, synthetic text for system text, a tool
+    part running for a call, completed for a result). A prompt and its
+    answer are there at the first pass, and deleted (an applied revert)
+    before the second (`later`)."""
+    import sqlite3
+
+    path = folder / f"opencode-{n}" / "opencode.db"
+    path.parent.mkdir()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.executescript(OPENCODE_SCHEMA)
+    t = 1763629200000
+    db.execute("INSERT INTO project VALUES ('p', ?, 'git', NULL, NULL, NULL, ?, ?, NULL, '[]')", (gs.cwd, t, t))
+    db.execute("INSERT INTO session (id, project_id, slug, directory, title, version, time_created, time_updated) "
+               "VALUES (?, 'p', 'slug', ?, 'generated', '1.3.0', ?, ?)", (gs.session_id, gs.cwd, t, t))
+
+    def row(mid: str, role: str, part: dict, i: int) -> None:
+        data = {"role": role, "time": {"created": t + i}}
+        db.execute("INSERT INTO message VALUES (?, ?, ?, ?, ?)", (mid, gs.session_id, t + i, t + i, json.dumps(data)))
+        db.execute("INSERT INTO part VALUES (?, ?, ?, ?, ?, ?)",
+                   (f"prt_{mid}", mid, gs.session_id, t + i, t + i, json.dumps(part, ensure_ascii=gs.ascii_json)))
+
+    gone = " ".join(gs.rewound)
+    row("r-user", "user", {"type": "text", "text": gone}, 0)
+    row("r-answer", "assistant", {"type": "text", "text": gone}, 0)
+    canonical: list[dict] = []
+    for i, m in enumerate(gs.messages, start=1):
+        base = {"session_id": gs.session_id, "turn_id": "", "ts": "2025-11-20T09:00:00.000Z"}
+        mid, text = m.message_id, m.text or ""
+        pid = f"{mid}#prt_{mid}"
+        if m.role in ("user", "assistant"):
+            row(mid, m.role, {"type": "text", "text": text}, i)
+            canonical.append({**base, "message_id": pid, "role": m.role, "text": text})
+        elif m.role == "system":
+            row(mid, "user", {"type": "text", "text": text, "synthetic": True}, i)
+            canonical.append({**base, "message_id": pid, "role": "system", "text": text})
+        elif m.role == "tool_call":
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = None
+            if not isinstance(args, dict):
+                args = {"command": text}
+            row(mid, "assistant", {"type": "tool", "callID": "c", "tool": m.tool_name,
+                                   "state": {"status": "running", "input": args, "time": {"start": t}}}, i)
+            canonical.append({**base, "message_id": pid, "role": "tool_call", "tool_name": m.tool_name,
+                              "text": json.dumps(args, ensure_ascii=False)})
+        else:
+            row(mid, "assistant", {"type": "tool", "callID": "r", "tool": "bash",
+                                   "state": {"status": "completed", "input": {}, "output": text, "title": "",
+                                             "metadata": {}, "time": {"start": t, "end": t}}}, i)
+            canonical.append({**base, "message_id": pid, "role": "tool_call", "tool_name": "bash", "text": "{}"})
+            canonical.append({**base, "message_id": f"{pid}:result", "role": "tool_result", "text": text})
+    db.close()
+
+    def revert() -> None:
+        w = sqlite3.connect(path, isolation_level=None)
+        w.execute("DELETE FROM part WHERE message_id IN ('r-user', 'r-answer')")
+        w.execute("DELETE FROM message WHERE id IN ('r-user', 'r-answer')")
+        w.close()
+
+    later.append(revert)
+    return [{"type": "message", **c} for c in canonical]
+
+
+def _args(m: GenMessage) -> dict:
+    """A generated tool call's arguments as an object (a plain command line
+    becomes `{"command": ...}`)."""
+    try:
+        args = json.loads(m.text or "")
+    except ValueError:
+        args = None
+    return args if isinstance(args, dict) else {"command": m.text or ""}
+
+
+def cursor_cwd(cwd: str) -> str:
+    """The cwd a Cursor project slug gives where no folder of that name
+    exists (docs/formats.md): the slug's `-` read as `/`, so that `/srv/简历`
+    (slug `srv---`) is `/srv`. (The machine's own `/srv`, `/home` exist;
+    the generated project folders below them do not.)"""
+    slug = re.sub("[^A-Za-z0-9]", "-", cwd.lstrip("/"))
+    return "/" + "/".join(p for p in slug.split("-") if p)
+
+
+def line_log(gs: GenSession, folder: Path, n: int) -> list[dict]:
+    """Write `gs` as a Cursor transcript, a Copilot CLI event log or a Pi
+    session (each where the harness keeps it, so that its cwd is known) and
+    return the canonical lines of what it holds. System text is what each
+    harness injects (Cursor: context outside `<user_query>`; Copilot: a
+    skill's hidden message; Pi: an extension's message), never indexed."""
+    out: list[dict] = []
+    canonical: list[dict] = []
+    base = {"session_id": gs.session_id, "turn_id": "", "ts": "2026-11-20T10:00:00.000Z"}
+
+    def expect(mid: str, role: str, text: str, tool_name: str | None = None) -> None:
+        canonical.append({**base, "message_id": mid, "role": role, "text": text,
+                          **({"tool_name": tool_name} if tool_name else {})})
+
+    if gs.harness == "cursor":
+        slug = re.sub("[^A-Za-z0-9]", "-", gs.cwd.lstrip("/"))
+        path = folder / "cursor" / f"p{n}" / slug / "agent-transcripts" / gs.session_id / f"{gs.session_id}.jsonl"
+        out.append({"role": "user", "message": {"content": [{"type": "text", "text": "<user_query>"
+                                                            + " ".join(gs.rewound) + "</user_query>"}]}})
+        expect(f"{gs.session_id}:1", "user", " ".join(gs.rewound))
+        for i, m in enumerate(gs.messages, start=2):
+            mid, text = f"{gs.session_id}:{i}", m.text or ""
+            if m.role == "user":
+                block = {"type": "text", "text": f"<user_query>{text}</user_query>"}
+            elif m.role == "system":
+                block = {"type": "text", "text": "<user_query></user_query>" + text}
+            elif m.role == "assistant":
+                block = {"type": "text", "text": text}
+            elif m.role == "tool_call":
+                block = {"type": "tool_use", "id": f"t{i}", "name": m.tool_name, "input": _args(m)}
+                expect(mid, "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                block = {"type": "tool_result", "tool_use_id": f"t{i}", "content": [{"type": "text", "text": text}]}
+                expect(mid, "tool_result", text)
+            if m.role in ("user", "assistant"):
+                expect(mid, m.role, text)
+            out.append({"role": "assistant" if m.role in ("assistant", "tool_call") else "user",
+                        "message": {"content": [block]}})
+            out.append({"type": "turn_ended", "status": "success"})
+    elif gs.harness == "copilot":
+        path = folder / "copilot" / "session-state" / gs.session_id / "events.jsonl"
+        prev = None
+
+        def event(kind: str, data: dict, i: int) -> str:
+            nonlocal prev
+            eid = f"{gs.session_id}-e{len(out)}"
+            out.append({"type": kind, "data": data, "id": eid, "timestamp": base["ts"], "parentId": prev})
+            prev = eid
+            return eid
+
+        event("session.start", {"sessionId": gs.session_id, "version": 1, "producer": "copilot-agent",
+                                "copilotVersion": "1.0.0", "startTime": base["ts"], "context": {"cwd": gs.cwd}}, 0)
+        for i, m in enumerate(gs.messages, start=1):
+            text = m.text or ""
+            if m.role == "user":
+                expect(event("user.message", {"content": text}, i), "user", text)
+            elif m.role == "system":
+                event("user.message", {"content": text, "source": "skill-pdf"}, i)
+            elif m.role == "assistant":
+                expect(event("assistant.message", {"messageId": f"m{i}", "content": text, "toolRequests": []}, i),
+                       "assistant", text)
+            elif m.role == "tool_call":
+                event("assistant.message", {"messageId": f"m{i}", "content": "", "toolRequests": [
+                    {"toolCallId": f"c{i}", "name": m.tool_name, "arguments": _args(m)}]}, i)
+                event("tool.execution_start", {"toolCallId": f"c{i}", "toolName": m.tool_name,
+                                               "arguments": _args(m)}, i)
+                expect(f"c{i}", "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                event("tool.execution_start", {"toolCallId": f"r{i}", "toolName": "bash", "arguments": {}}, i)
+                event("tool.execution_complete", {"toolCallId": f"r{i}", "success": True,
+                                                  "result": {"content": text}}, i)
+                expect(f"r{i}", "tool_call", "{}", "bash")
+                expect(f"r{i}:result", "tool_result", text)
+    else:  # pi
+        path = folder / "pi" / "sessions" / f"p{n}" / f"2026-11-20T10-00-00-000Z_{gs.session_id}.jsonl"
+        out.append({"type": "session", "version": 3, "id": gs.session_id, "timestamp": base["ts"], "cwd": gs.cwd})
+        for i, m in enumerate(gs.messages, start=1):
+            eid, text = f"{i:08x}", m.text or ""
+            if m.role == "user":
+                msg: dict = {"role": "user", "content": text}
+                expect(eid, "user", text)
+            elif m.role == "system":
+                msg = {"role": "custom", "customType": "x", "content": text, "display": False}
+            elif m.role == "assistant":
+                msg = {"role": "assistant", "content": [{"type": "thinking", "thinking": "zz"},
+                                                        {"type": "text", "text": text}]}
+                expect(eid, "assistant", text)
+            elif m.role == "tool_call":
+                msg = {"role": "assistant", "content": [{"type": "toolCall", "id": f"c{i}", "name": m.tool_name,
+                                                         "arguments": _args(m)}]}
+                expect(eid, "tool_call", json.dumps(_args(m), ensure_ascii=False), m.tool_name)
+            else:
+                msg = {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "bash",
+                       "content": [{"type": "text", "text": text}], "isError": False}
+                expect(eid, "tool_result", text)
+            out.append({"type": "message", "id": eid, "parentId": None, "timestamp": base["ts"], "message": msg})
+    path.parent.mkdir(parents=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=gs.ascii_json) + "\n" for r in out)
+    return [{"type": "message", **c} for c in canonical]
+
+
+def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | None = None,
+               later: list | None = None) -> list[Path]:
     """Write each session as its harness would into `folder`; return the
     canonical logs of what they hold, for the oracle (for a session written
     in another format, its canonical equivalent, in `oracle_folder`)."""
     paths = []
     for n, gs in enumerate(sessions):
         lines = [{"type": "session", "session_id": gs.session_id, "cwd": gs.cwd, "started_at": "2026-11-20T09:00:00Z"}]
-        if gs.harness == "gemini":
-            assert oracle_folder is not None
+        if gs.harness == "cursor":
+            lines[0]["cwd"] = cursor_cwd(gs.cwd)
+        if gs.harness != "canonical":
+            assert oracle_folder is not None and later is not None
+            held = (gemini_log(gs, folder, n) if gs.harness == "gemini" else opencode_db(gs, folder, n, later)
+                    if gs.harness == "opencode" else line_log(gs, folder, n))
             path = oracle_folder / f"{n:02d}-{gs.session_id}.jsonl"
             with open(path, "w", encoding="utf-8") as fh:
-                fh.writelines(json.dumps(obj) + "\n" for obj in lines + gemini_log(gs, folder, n))
+                fh.writelines(json.dumps(obj) + "\n" for obj in lines + held)
             paths.append(path)
             continue
         for i, m in enumerate(gs.messages):
@@ -349,17 +551,42 @@ def write_logs(sessions: list[GenSession], folder: Path, oracle_folder: Path | N
     return paths
 
 
+def projected(text: str) -> str:
+    """A text as the index redacts it: terminal escapes gone (the oracle's
+    reading of docs/formats.md), from the string values of JSON (one a line)
+    or from the text itself. An escape can swallow a character a secret
+    begins with (`ESC s` is one escape): that secret is no longer one."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return oracle.without_escapes(text)
+        leaves: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                leaves.append(oracle.without_escapes(v))
+            elif isinstance(v, dict):
+                stack.extend(reversed(list(v.values())))
+            elif isinstance(v, list):
+                stack.extend(reversed(v))
+        return "\n".join(leaves)
+    return oracle.without_escapes(text)
+
+
 def redacted_units(sessions: list[GenSession]) -> list[str]:
-    """The texts the index redacts, each on its own: a message's delta stream,
-    its settled text, each attachment name; system messages are not indexed."""
+    """The texts the index redacts, each on its own: a message's delta stream
+    (each fragment projected as it comes), its settled text, each attachment
+    name; system messages are not indexed."""
     out = []
     for gs in sessions:
         for m in gs.messages:
             if m.role == "system":
                 continue
-            out += ["".join(m.deltas)] if m.deltas else []
+            out += ["".join(oracle.without_escapes(d) for d in m.deltas)] if m.deltas else []
             if m.text is not None:
-                out += [m.text] + [a["name"] for a in m.attachments]
+                out += [projected(m.text)] + [a["name"] for a in m.attachments]
     return out
 
 
@@ -527,10 +754,15 @@ def test_index_returns_exactly_the_oracles_matches(generated, data, tmp_path_fac
         logs = root / "logs"
         logs.mkdir()
         (root / "oracle").mkdir()
-        paths = write_logs(sessions, logs, root / "oracle")
+        later: list = []
+        paths = write_logs(sessions, logs, root / "oracle", later)
         expected = oracle.read_logs(paths, planted.secrets)
         with Index.open(root / "recall.db") as ix:
             report = ix.sync([str(logs)])
+            if later:  # what a log takes back between two passes (an OpenCode revert)
+                for step in later:
+                    step()
+                report.secrets_redacted += ix.sync([str(logs)]).secrets_redacted
             planted_count = sum(u.count(p) for u in units for p in set(planted.secrets))
             assert report.secrets_redacted == planted_count, "the index redacted other spans than the planted secrets"
 

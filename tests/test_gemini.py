@@ -266,3 +266,30 @@ def test_secrets_in_a_recording_are_redacted(tmp_path, open_index):
     stored = [x for _, _, _, x in texts(ix, "s-secret")]
     assert len(stored) == 2 and all(key not in x and "[anthropic_key]" in PLACEHOLDER.sub(r"[\1]", x) for x in stored)
     assert key.encode() not in (tmp_path / "recall.db").read_bytes()
+
+
+def test_a_legacy_document_resumed_into_jsonl_is_indexed_once(tmp_path, open_index):
+    """Resuming a legacy `session-x.json` makes Gemini CLI copy it into
+    `session-x.jsonl` beside it (the same session and message ids) and go
+    on there: each message is indexed once, and a rewind in the new file
+    takes its messages back even though the old document still holds them."""
+    chats = _project(tmp_path)
+    conv = {"sessionId": "s-moved", "projectHash": "w" * 64, "startTime": "2025-10-01T10:00:00.000Z",
+            "lastUpdated": "2025-10-01T10:00:00.000Z",
+            "messages": [{"id": "u1", "timestamp": "2025-10-01T10:00:01.000Z", "type": "user", "content": "repot the fern"},
+                         {"id": "g1", "timestamp": "2025-10-01T10:00:02.000Z", "type": "gemini",
+                          "content": "Use a fern mix."}]}
+    (chats / "session-2025-10-01T10-00-s-moved.json").write_text(json.dumps(conv, indent=2))
+    ix = open_index()
+    ix.sync([str(chats)])
+    meta = {k: v for k, v in conv.items() if k != "messages"}
+    lines = [meta, *conv["messages"], {"$set": {"sessionId": "s-moved"}},
+             {"id": "u2", "timestamp": "2025-10-02T10:00:00.000Z", "type": "user", "content": "and the moss?"}]
+    (chats / "session-2025-10-01T10-00-s-moved.jsonl").write_text("".join(_line(x) for x in lines))
+    ix.sync([str(chats)])
+    assert [m for m, _, _, _ in texts(ix, "s-moved")] == ["u1", "g1", "u2"]
+    assert len(found(ix, "fern")) == 2
+    with open(chats / "session-2025-10-01T10-00-s-moved.jsonl", "a") as fh:
+        fh.write(_line({"$rewindTo": "g1"}))
+    ix.sync([str(chats)])
+    assert [m for m, _, _, _ in texts(ix, "s-moved")] == ["u1"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,14 +44,35 @@ class Harness:
 HARNESSES = [
     Harness("gemini", "gemini", ".gemini", "GEMINI_CLI_HOME", ".gemini", ".gemini/tmp",
             "narwhal", "/home/ada/shop", "5e0a7c2d-1b3f-4e55-9a61-0c4d8e2f7a10"),
+    Harness("opencode", "opencode", ".local/share/opencode", "XDG_DATA_HOME", "opencode", ".local/share/opencode",
+            "pangolin", "/home/ada/shop", "ses_4a1f0c2e7ffeQ1b2C3d4E5f6G7"),
+    Harness("cursor", "cursor", ".cursor", "", "", ".cursor/projects",
+            "manatee", "/home/ada/shop", "8d2c4e6f-1a3b-4c5d-9e7f-0a1b2c3d4e5f"),
+    Harness("copilot", "copilot", ".copilot", "COPILOT_HOME", ".", ".copilot/session-state",
+            "jackalope", "/home/ada/shop", "3b7e1f20-5c4d-4a9b-8e6f-1a2b3c4d5e6f"),
+    Harness("pi", "pi", ".pi/agent", "PI_CODING_AGENT_DIR", ".", ".pi/agent/sessions",
+            "wombat", "/home/ada/shop", "0c9f3e2a-6b1d-4c8e-9a7f-2d4b6e8f0a11"),
 ]
-ENV_PREFIXES = ("RECALL_", "CLAUDE_", "CODEX_", *(h.env for h in HARNESSES))
+
+
+def lay_out(fixture: str, dest: Path) -> None:
+    """Copy a fixture folder to where its harness keeps it; an SQL script in
+    it becomes the SQLite database of the same name, in WAL mode (OpenCode's)."""
+    shutil.copytree(FIXTURES / fixture, dest, dirs_exist_ok=True)
+    for script in dest.rglob("*.sql"):
+        db = sqlite3.connect(script.with_suffix(".db"))
+        db.execute("PRAGMA journal_mode = WAL")
+        db.executescript(script.read_text(encoding="utf-8"))
+        db.commit()
+        db.close()
+        script.unlink()
+ENV_PREFIXES = ("RECALL_", "CLAUDE_", "CODEX_", "OPENCODE_", *(h.env for h in HARNESSES if h.env))
 
 
 def _env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIXES)}
-    env.update({"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data"),
-                "XDG_CONFIG_HOME": str(tmp_path / "config")})
+    # (XDG_DATA_HOME unset: OpenCode's folder is then under HOME; the index is --db)
+    env.update({"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config")})
     env.update(extra or {})
     return env
 
@@ -65,7 +87,7 @@ def _recall(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Compl
 def test_each_harness_is_indexed_from_home_and_found_by_cli_and_mcp(tmp_path: Path):
     home = tmp_path / "home"
     for h in HARNESSES:
-        shutil.copytree(FIXTURES / h.fixture, home / h.at_home, dirs_exist_ok=True)
+        lay_out(h.fixture, home / h.at_home)
     env = _env(tmp_path)
     out = _recall(tmp_path, env, "index", "--json")
     for h in HARNESSES:
@@ -103,12 +125,20 @@ def test_each_harness_is_indexed_from_home_and_found_by_cli_and_mcp(tmp_path: Pa
 
 
 def test_each_harness_folder_moves_with_its_variable(tmp_path: Path, monkeypatch):
+    """(Cursor's folder has no variable: it stays under HOME.)"""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in [k for k in os.environ if k.startswith(ENV_PREFIXES)]:
+        monkeypatch.delenv(name)
+    want = set()
     for h in HARNESSES:
+        if not h.env:
+            lay_out(h.fixture, tmp_path / "home" / h.at_home)
+            want.add((str(tmp_path / "home" / h.folder), h.kind))
+            continue
         moved = tmp_path / f"elsewhere-{h.kind}"
-        shutil.copytree(FIXTURES / h.fixture, moved / h.under_env, dirs_exist_ok=True)
+        lay_out(h.fixture, moved / h.under_env)
         monkeypatch.setenv(h.env, str(moved))
+        want.add((str(moved / h.under_env / Path(h.folder).relative_to(h.at_home)), h.kind))
     origin, found = default_sources(Settings())
     assert origin == "defaults"
-    assert set(found) == {(str(tmp_path / f"elsewhere-{h.kind}" / h.under_env / Path(h.folder).relative_to(h.at_home)),
-                           h.kind) for h in HARNESSES}
+    assert set(found) == want

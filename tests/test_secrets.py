@@ -289,7 +289,7 @@ def test_every_credential_shaped_query_is_refused_with_a_hint(tmp_path, planted,
                 assert not leaks(env.model_dump_json().encode()), kw
     for kind, text, body in SAMPLES[::4]:
         done = run_recall("--db", db, "search", "--json", "--", text)
-        assert done.returncode == 0 and json.loads(done.stdout)["status"] == "refused", done.stderr
+        assert done.returncode == 3 and json.loads(done.stdout)["status"] == "refused", done.stderr
         assert not leaks(done.stdout.encode())
 
 

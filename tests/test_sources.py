@@ -70,9 +70,8 @@ SAMPLES: dict[str, tuple[str, dict[str, tuple]]] = {
     "claude-code/codemie-ai-codemie-code/-tmp-private/agent-50243ee8.jsonl": (CC, {
         S_PRIVATE: ("/tmp/private", None, "2025-12-10T19:37:37.157Z", roles(1, 1))}),
     "claude-code/codemie-ai-codemie-code/incremental-subagents/turn-2.jsonl": (CC, {
-        S_INCR: ("/Users/User/repo/codemie-ai/codemie-code",
-                 "Metrics Calculations Verification and Discrepancy Analysis",
-                 "2026-01-14T19:20:03.207Z", roles(1, 5, 14, 13))}),
+        # its `summary` names a message (leafUuid) of no session here: it titles nothing
+        S_INCR: ("/Users/User/repo/codemie-ai/codemie-code", None, "2026-01-14T19:20:03.207Z", roles(1, 5, 14, 13))}),
     "claude-code/codemie-ai-codemie-code/incremental-subagents/turn-2/subagents/agent-a485154.jsonl": (CC, {
         S_INCR: ("/Users/User/repo/codemie-ai/codemie-code", None, "2026-01-14T19:20:13.501Z", roles(1, 3, 20, 20))}),
     "claude-code/daaain-claude-code-log/edge_cases.jsonl": (CC, {
@@ -84,8 +83,8 @@ SAMPLES: dict[str, tuple[str, dict[str, tuple]]] = {
     "claude-code/daaain-claude-code-log/todowrite_examples.jsonl": (CC, {
         "todowrite_session": ("/tmp", None, "2025-06-14T10:00:00Z", roles(2, 3, 3, 3))}),
     "claude-code/simonw-claude-code-transcripts/sample_session.jsonl": (CC, {
-        "test-session-id": ("/project", "Test session for JSONL parsing", "2025-12-24T10:00:00.000Z",
-                            roles(2, 2, 2, 2))}),
+        # (so does its summary's `test-leaf-uuid`)
+        "test-session-id": ("/project", None, "2025-12-24T10:00:00.000Z", roles(2, 2, 2, 2))}),
     f"codex/codemie-ai-codemie-code/{ROLLOUT}": (CX, {
         S_ROLLOUT: ("/Users/Sample_User/repos/codemie-ai/codemie-code", None, "2026-05-11T08:26:55.042Z",
                     roles(2, 13, 105, 102))}),

@@ -103,6 +103,27 @@ def is_log(name: str) -> bool:
     return claimed is not None and claimed.fullmatch(os.path.basename(name)) is not None
 
 
+def is_database(path: str) -> bool:
+    """A log that is an SQLite database (OpenCode's): read by its kind's
+    `read_database`, never by lines."""
+    return path.endswith(".db")
+
+
+def database_stat(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of a database with its write-ahead log: a database in
+    WAL mode changes its `-wal` file first, the main file only at a checkpoint."""
+    st = os.stat(path)
+    size, mtime = st.st_size, st.st_mtime_ns
+    try:
+        wal = os.stat(path + "-wal")
+    except OSError:
+        return size, mtime
+    # (An empty one holds nothing: a reader opening the database creates it.)
+    if wal.st_size:
+        size, mtime = size + wal.st_size, max(mtime, wal.st_mtime_ns)
+    return size, mtime
+
+
 def is_document(path: str) -> bool:
     """A log that is one JSON document (`*.json`), rewritten whole when it
     changes: read whole, as one line, and again whole after any change."""

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 import apsw
 import orjson
 
-from ..model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
+from ..model import ForgetEvent, KeepEvent, LeafTitleEvent, MessageEvent, SessionEvent, TitleEvent
 from ..paths import recorded
 from ..rows import one
 from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
-from .project import strip_escapes
+from .project import is_prompt, prompt_title, strip_escapes
 
 
 def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:
@@ -87,6 +87,8 @@ class Writer:
         self.held: dict[tuple[int, str], str] = {} if held is None else held
         self._sessions: dict[tuple[str, str, str], int] = {}
         self._next_seq: dict[int, int] = {}
+        self._prompted: set[int] = set()  # sessions whose prompt is set (or was tried) in this pass
+        self._leaves: bool | None = None  # whether any title waits for its leaf (None: not looked yet)
         self.counts: Counter[str] = Counter()
         # Events refused here, by reason (a delta after its message settled);
         # the caller records them with the batch, like lines the parser skipped.
@@ -96,6 +98,8 @@ class Writer:
         """Drop caches after a rollback, so nothing refers to undone rows."""
         self._sessions.clear()
         self._next_seq.clear()
+        self._prompted.clear()
+        self._leaves = None
         self.skips.clear()
 
     def _redact(self, text: str) -> str:
@@ -135,14 +139,68 @@ class Writer:
                 # read before its own file starts when the session did.
                 self.conn.execute(
                     "UPDATE sessions SET started_at = CASE WHEN started_at IS NULL OR ?1 < started_at "
-                    "THEN ?1 ELSE started_at END, title = coalesce(?2, title) WHERE id = ?3",
-                    (ev.started_at, self._redact(ev.title) if ev.title else None, row),
-                )
+                    "THEN ?1 ELSE started_at END WHERE id = ?2", (ev.started_at, row))
+                if ev.title:
+                    self._title(row, ev.title, ev.title_rank)
             elif isinstance(ev, TitleEvent):
-                row = self.session_row(source, ev.cwd, ev.session_id)
-                self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (self._redact(ev.title), row))
+                self._title(self.session_row(source, ev.cwd, ev.session_id), ev.title, ev.rank)
+            elif isinstance(ev, LeafTitleEvent):
+                self._leaf_title(source, file_id, ev)
             elif isinstance(ev, ForgetEvent):
                 self._forget(source, file_id, ev)
+            elif isinstance(ev, KeepEvent):
+                self._keep(source, file_id, ev)
+
+    def _keep(self, source: str, file_id: int, ev: KeepEvent) -> None:
+        """Of this log's messages in the session, only `message_ids` remain."""
+        session = self.session_row(source, ev.cwd, ev.session_id)
+        keep = set(ev.message_ids)
+        for rowid, message_id in list(self.conn.execute(
+                "SELECT id, message_id FROM messages WHERE session = ? AND file_id = ?", (session, file_id))):
+            if message_id not in keep:
+                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
+                self.held.pop((session, message_id), None)
+                self.counts["messages_forgotten"] += 1
+
+    def _title(self, session: int, title: str, rank: int) -> None:
+        """Title the session unless its title came with a higher rank."""
+        self.conn.execute("UPDATE sessions SET title = ?1, title_rank = ?2 WHERE id = ?3 AND title_rank <= ?2",
+                          (self._redact(title), rank, session))
+
+    def _leaf_title(self, source: str, file_id: int, ev: LeafTitleEvent) -> None:
+        """Keep the title with its leaf, and title the session that holds the
+        leaf if it is indexed already (else _message does when it comes)."""
+        title = self._redact(ev.title)
+        self.conn.execute(
+            "INSERT INTO leaf_titles(source, leaf, title, rank, file_id) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(source, leaf) DO UPDATE SET title = excluded.title, rank = excluded.rank, "
+            "file_id = excluded.file_id", (source, ev.leaf, title, ev.rank, file_id))
+        self._leaves = True
+        row = self.conn.execute(
+            "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session "
+            "WHERE m.message_id = ? AND s.source = ? ORDER BY m.id LIMIT 1", (ev.leaf, source)).fetchone()
+        if row is not None:
+            self._title(row[0], title, ev.rank)
+
+    def _leaf_of(self, source: str, session: int, message_id: str) -> None:
+        """A new message that a waiting title names: its session takes it."""
+        if self._leaves is None:
+            self._leaves = self.conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is not None
+        if not self._leaves:
+            return
+        row = self.conn.execute("SELECT title, rank FROM leaf_titles WHERE source = ? AND leaf = ?",
+                                (source, message_id)).fetchone()
+        if row is not None:
+            self._title(session, row[0], row[1])
+
+    def _prompt(self, session: int, text: str) -> None:
+        """The first prompt of a session names it while it has no title."""
+        if session in self._prompted or not is_prompt(text):
+            return
+        self._prompted.add(session)
+        self.conn.execute("UPDATE sessions SET prompt = ? WHERE id = ? AND prompt IS NULL",
+                          (prompt_title(text), session))
 
     def _forget(self, source: str, file_id: int, ev: ForgetEvent) -> None:
         """A rewind: the messages this log took back leave the index (their
@@ -205,6 +263,9 @@ class Writer:
             self.counts["messages_added"] += 1
             self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
                               (self.conn.last_insert_rowid(), body))
+            if ev.prompt and ev.settled:
+                self._prompt(session, text)
+            self._leaf_of(source, session, ev.message_id)
             return
         self._next_seq[session] -= 1  # the seq was not used
         rowid, old_settled, old_text, old_file = one(self.conn.execute(
@@ -260,6 +321,8 @@ class Writer:
         self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1
         self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+        if ev.prompt and ev.settled:  # a prompt that streamed settles
+            self._prompt(session, text)
 
     def _seq(self, session: int) -> int:
         nxt = self._next_seq.get(session)

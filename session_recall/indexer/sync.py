@@ -34,7 +34,7 @@ from . import files as F
 from . import pipeline as P
 from .ingest import Writer, fts_body, held_tails
 from .project import PROJECTION_VERSION, strip_escapes
-from .sources import detect_kind, kind_names
+from .sources import SourceBusy, detect_database, detect_kind, kind_names, kinds
 
 log = logging.getLogger(__name__)
 
@@ -234,10 +234,17 @@ class Syncer:
                 raise ValueError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
         with self.store.writer(), self.store.atomic():
             for p, kind in sources:
+                real = os.path.realpath(os.path.expanduser(p))
                 self.conn.execute(
                     "INSERT INTO sources(path, kind, added_at) VALUES (?, ?, ?) "
                     "ON CONFLICT(path) DO UPDATE SET kind = excluded.kind",
-                    (os.path.realpath(os.path.expanduser(p)), kind, utcnow()),
+                    (real, kind, utcnow()),
+                )
+                # Files of a source removed earlier (Index.remove_source) come back to it.
+                self.conn.execute(
+                    "UPDATE files SET source_id = (SELECT id FROM sources WHERE path = ?1) "
+                    "WHERE source_id NOT IN (SELECT id FROM sources) AND (path = ?1 OR substr(path, 1, length(?1) + 1) = ?1 || '/')",
+                    (real,),
                 )
 
     def _sources(self, paths: list[str] | None, kind: str) -> list[tuple[int, str, str]]:
@@ -353,6 +360,9 @@ class Syncer:
             if missing:
                 with self.store.atomic():
                     self.conn.execute("UPDATE files SET missing = 0 WHERE id = ?", (fid,))
+            if F.is_database(path):
+                self._sync_database(fid, kind, path, size, mtime_ns, state, problems)
+                return 1
             # Unchanged size, mtime and inode: nothing to read. A log replaced
             # by another file (written beside it, renamed over it) is a new
             # inode even when size and mtime happen to match.
@@ -380,11 +390,55 @@ class Syncer:
             return 1
         return 0
 
+    def _sync_database(self, fid: int, kind: str, path: str, size: int, mtime_ns: int, state: str | None,
+                       problems: Counter[str]) -> None:
+        """A source that is an SQLite database: what changed since the state
+        saved with it, read by its kind (never written), one transaction a
+        batch with the state after it. Unchanged (with its write-ahead log),
+        it is not opened."""
+        with self._file_errors(problems):
+            sig = F.database_stat(path)
+            if sig == (size, mtime_ns):
+                return
+            st = os.stat(path)
+            for events, new_state, skips in kinds()[kind].read_database(path, orjson.loads(state) if state else {}):
+                self._open_group().join()
+                try:
+                    with self.store.atomic():
+                        if events:
+                            self.store.bump_generation()
+                        self.writer.apply(kind, fid, events)
+                        skips.update(self.writer.skips)
+                        self.writer.skips.clear()
+                        self.conn.execute("UPDATE files SET state = ? WHERE id = ?",
+                                          (orjson.dumps(new_state).decode(), fid))
+                        for reason, n in skips.items():
+                            self.conn.execute(
+                                "INSERT INTO file_skips(file_id, reason, count) VALUES (?, ?, ?) "
+                                "ON CONFLICT(file_id, reason) DO UPDATE SET count = count + excluded.count",
+                                (fid, reason, n))
+                except BaseException:
+                    self.writer.forget()
+                    raise
+                self.skipped.update(skips)
+                self._batch_done(len(events), 0)
+                self.report.lines += len(events)
+                if self.stop_requested:
+                    return
+            with self.store.atomic():
+                # (Its offset is its size: read to the end, nothing waits, as `recall status` counts it.)
+                self.conn.execute(
+                    "UPDATE files SET size = ?, offset = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
+                    (sig[0], sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
+            self.report.files_read += 1
+
     def _detect(self, path: str) -> str | None:
         """The kind of a log from its first lines. A damaged `.zst` is
         detected from the lines before its damage (which its read then
         counts); with none, the damage is this file's problem."""
         first: list[bytes] = []
+        if F.is_database(path):
+            return detect_database(path)
         if F.is_document(path):  # its first "line" is all of it
             with open(path, "rb") as fh:
                 head = fh.read(self.limits.max_line_bytes + 1)
@@ -402,8 +456,11 @@ class Syncer:
         return detect_kind(first)
 
     def _delete_file_messages(self, fid: int) -> None:
+        """What the index holds from this log: its messages, and the titles it
+        gave sessions by a message id (LeafTitleEvent)."""
         self.conn.execute("DELETE FROM message_fts WHERE rowid IN (SELECT id FROM messages WHERE file_id = ?)", (fid,))
         self.conn.execute("DELETE FROM messages WHERE file_id = ?", (fid,))
+        self.conn.execute("DELETE FROM leaf_titles WHERE file_id = ?", (fid,))
 
     def _reset(self, fid: int, *, prefix: str | None) -> None:
         """The file was rewritten: what it held is replaced by what it holds now."""
@@ -536,7 +593,7 @@ class Syncer:
             problems["unreadable_file"] += 1
         except FileNotFoundError:
             problems["vanished_file"] += 1  # deleted or renamed since it was listed, or while it was read
-        except (F.FileChanged, F.Damaged) as e:
+        except (F.FileChanged, F.Damaged, SourceBusy) as e:
             problems[e.reason] += 1
         except zstandard.ZstdError:
             # A .zst written again while it was decompressed reads as garbage.
@@ -662,6 +719,14 @@ class Syncer:
             )
             self.conn.execute("DELETE FROM file_skips WHERE file_id IN (SELECT id FROM files WHERE missing = 0)")
             self.conn.execute(
+                "DELETE FROM leaf_titles WHERE file_id IS NULL OR file_id IN (SELECT id FROM files WHERE missing = 0)")
+            # A session with nothing left is named again by the logs read
+            # again (with today's rules: a summary that named it by mistake
+            # does not any more); one that keeps messages of a gone log keeps
+            # its names.
+            self.conn.execute("UPDATE sessions SET title = NULL, title_rank = 0, prompt = NULL WHERE NOT EXISTS "
+                              "(SELECT 1 FROM messages m WHERE m.session = sessions.id)")
+            self.conn.execute(
                 "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
             )
             for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
@@ -679,10 +744,17 @@ class Syncer:
                                   (text, atts, int(nfkc), ntok, rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
-            for sid, title in list(self.conn.execute("SELECT id, title FROM sessions WHERE title IS NOT NULL")):
-                new, n = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
-                if n or new != title:
-                    self.conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (new, sid))
+            for sid, title, prompt in list(self.conn.execute(
+                    "SELECT id, title, prompt FROM sessions WHERE title IS NOT NULL OR prompt IS NOT NULL")):
+                new, _ = self.redactor.redact(strip_escapes(title), keep_placeholders=True) if title else (None, 0)
+                newp, _ = self.redactor.redact(strip_escapes(prompt), keep_placeholders=True) if prompt else (None, 0)
+                if (new, newp) != (title, prompt):
+                    self.conn.execute("UPDATE sessions SET title = ?, prompt = ? WHERE id = ?", (new, newp, sid))
+            for source, leaf, title in list(self.conn.execute("SELECT source, leaf, title FROM leaf_titles")):
+                new, _ = self.redactor.redact(strip_escapes(title), keep_placeholders=True)
+                if new != title:
+                    self.conn.execute("UPDATE leaf_titles SET title = ? WHERE source = ? AND leaf = ?",
+                                      (new, source, leaf))
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
             self.store.set_meta("projection_version", str(PROJECTION_VERSION))

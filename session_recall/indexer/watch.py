@@ -7,19 +7,32 @@ not the last, so a log that is written to continuously is still synced every
 `debounce` seconds. Moves and deletions trigger a reconcile of their source,
 which is where renames are recognised. A periodic reconcile covers events the
 OS dropped. Stopping (SIGINT/SIGTERM, or `stop()`) takes effect between batches.
+
+Sources that come while it watches are added without a restart: a folder
+handed over by `recall index PATH` (which cannot write while the watcher holds
+the writer lock: it appends the path to `<db>.handover`, and the watcher takes
+it within a second), and, for a watch of the known sources, a harness folder
+that appears after the start (`discover`, asked every DISCOVER_EVERY_S). While
+it runs, `<db>.watch` holds its pid, so that `recall index` knows whom to
+hand a source to.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import apsw
+import orjson
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
 
 from ..store import Store
 from .files import DEFAULT_LIMITS, Limits, is_log
@@ -29,6 +42,60 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.1
 RECONCILE_EVERY_S = 300.0
+DISCOVER_EVERY_S = 2.0
+
+
+def _marker(db: str | os.PathLike[str]) -> Path:
+    p = Path(db).expanduser().resolve()
+    return p.with_name(p.name + ".watch")
+
+
+def _handover(db: str | os.PathLike[str]) -> Path:
+    p = Path(db).expanduser().resolve()
+    return p.with_name(p.name + ".handover")
+
+
+def watcher_pid(db: str | os.PathLike[str]) -> int | None:
+    """The pid of the `recall watch` that keeps the database at `db` current,
+    if one runs."""
+    try:
+        pid = int(_marker(db).read_text().split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def hand_over(db: str | os.PathLike[str], sources: list[tuple[str, str]]) -> None:
+    """Give (path, kind) sources to the running watcher of `db`."""
+    with _locked(_handover(db)) as fd:
+        os.write(fd, b"".join(orjson.dumps({"path": p, "kind": k}) + b"\n" for p, k in sources))
+
+
+def take_handed(db: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """The sources handed over since the last call (and forget them)."""
+    path = _handover(db)
+    if not path.exists():
+        return []
+    with _locked(path) as fd:
+        data = path.read_bytes()
+        os.ftruncate(fd, 0)
+    out = []
+    for line in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+            obj = orjson.loads(line)
+            out.append((str(obj["path"]), str(obj["kind"])))
+    return out
 
 
 class _Enqueue(FileSystemEventHandler):
@@ -41,6 +108,8 @@ class _Enqueue(FileSystemEventHandler):
         paths = [os.fsdecode(event.src_path)]
         if getattr(event, "dest_path", ""):
             paths.append(os.fsdecode(event.dest_path))
+        # A database in WAL mode is written through its `-wal` file.
+        paths = [p.removesuffix("-wal") for p in paths]
         # A folder's "modified" comes with every write closed in it: only folders
         # created, moved or deleted need a reconcile (a file event names the file).
         structural = event.event_type in ("moved", "deleted") or (
@@ -51,8 +120,18 @@ class _Enqueue(FileSystemEventHandler):
 class Watcher:
     def __init__(self, store: Store, paths: list[str] | None, kind: str = "auto", *,
                  debounce: float = DEBOUNCE_S, reconcile_every: float = RECONCILE_EVERY_S,
-                 on_sync: Callable[[SyncReport], None] | None = None, limits: Limits = DEFAULT_LIMITS):
+                 on_sync: Callable[[SyncReport], None] | None = None, limits: Limits = DEFAULT_LIMITS,
+                 discover: Callable[[], list[tuple[str, str]]] | None = None,
+                 on_source: Callable[[str, str], None] | None = None):
         self.store = store
+        # Sources that may appear while it watches (harness folders created
+        # later); `on_source(path, kind)` is told of every source added.
+        self.discover = discover
+        self.on_source = on_source
+        self.extra: list[tuple[str, str]] = []  # sources added while watching explicit paths
+        self._scheduled: set[str] = set()
+        self._observer: BaseObserver | None = None
+        self._next_discover = 0.0
         self.limits = limits
         # Passes that failed (logged, then the watch went on).
         self.failures = 0
@@ -101,24 +180,64 @@ class Watcher:
         if self.on_sync:
             self.on_sync(report)
 
+    def _schedule(self, root: str) -> bool:
+        """Watch `root` (a folder, or a file's folder) unless it is watched or absent."""
+        target = root if os.path.isdir(root) else os.path.dirname(root)
+        if target in self._scheduled or not os.path.isdir(target) or self._observer is None:
+            return False
+        self._observer.schedule(_Enqueue(self), target, recursive=True)
+        self._scheduled.add(target)
+        return True
+
+    def _reconcile_all(self, s: Syncer) -> SyncReport:
+        report = s.run(self.paths, self.kind)
+        for path, kind in self.extra:
+            report = s.run([path], kind)
+        return report
+
+    def _add_sources(self) -> None:
+        """Take the sources handed over, and those that appeared (a harness
+        folder created after the start, a known source whose folder was
+        absent): register, watch and sync each one."""
+        new = take_handed(self.store.path)
+        if self.discover is not None and time.monotonic() >= self._next_discover:
+            self._next_discover = time.monotonic() + DISCOVER_EVERY_S
+            known = [(row[0], row[1]) for row in self.store.conn.execute("SELECT path, kind FROM sources")]
+            # (A source may be a file: the database $OPENCODE_DB names.)
+            new += [(p, k) for p, k in self.discover() + known if os.path.exists(p)]
+        for path, kind in new:
+            real = os.path.realpath(os.path.expanduser(path))
+            if not os.path.exists(real):
+                continue
+            fresh = self._schedule(real)
+            known_row = self.store.conn.execute("SELECT 1 FROM sources WHERE path = ?", (real,)).fetchone()
+            if not fresh and known_row:
+                continue  # watched and registered already
+            if self.paths and (real, kind) not in self.extra:
+                self.extra.append((real, kind))
+            self._sync(lambda s, p=real, k=kind: s.run([p], k))
+            if self.on_source:
+                self.on_source(real, kind)
+
     def run(self) -> None:
         with self.store.writer():
+            marker = _marker(self.store.path)
+            marker.write_text(f"{os.getpid()}\n")
             # Watch first, then reconcile: a change made while the reconcile
             # runs is then queued, not lost until the next periodic reconcile.
             if self.paths:
                 roots = [os.path.realpath(os.path.expanduser(p)) for p in self.paths]
             else:
                 roots = [row[0] for row in self.store.conn.execute("SELECT path FROM sources ORDER BY id")]
-            observer = Observer()
+            observer = self._observer = Observer()
             for root in roots:
-                target = root if os.path.isdir(root) else os.path.dirname(root)
-                if os.path.isdir(target):
-                    observer.schedule(_Enqueue(self), target, recursive=True)
+                self._schedule(root)
             observer.start()
             try:
-                self._sync(lambda s: s.run(self.paths, self.kind))
+                self._sync(self._reconcile_all)
                 last_reconcile = time.monotonic()
                 while not self._stop.is_set():
+                    self._add_sources()
                     with self._cond:
                         if not self._dirty and not self._reconcile:
                             self._cond.wait(timeout=1.0)
@@ -132,10 +251,12 @@ class Watcher:
                         dirty, self._dirty = self._dirty, set()
                         reconcile, self._reconcile = self._reconcile or due, False
                     if reconcile:
-                        self._sync(lambda s: s.run(self.paths, self.kind))
+                        self._sync(self._reconcile_all)
                         last_reconcile = time.monotonic()
                     else:
                         self._sync(lambda s: s.sync_files(sorted(dirty)))
             finally:
+                with contextlib.suppress(OSError):
+                    marker.unlink()
                 observer.stop()
                 observer.join(timeout=5)

@@ -279,6 +279,32 @@ def m008_normalise_cwds(conn: apsw.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS sessions_session_id ON sessions(session_id)")
 
 
+@migration
+def m009_titles(conn: apsw.Connection) -> None:
+    # Titles that are right (docs/formats.md, "Titles"): the rank of the
+    # title a session has, so a lower-ranked one read later from another log
+    # does not replace it; the first prompt a person typed, which names an
+    # untitled session (shown as its title, never ranked as one); titles
+    # that wait for the message their session is known by (a Claude Code
+    # summary names its session by a message id, `leafUuid`), with the log
+    # that said so (its rows go with the log, on a prune or a rebuild); and
+    # messages found by their id alone, to resolve such a title when that
+    # message was indexed first.
+    conn.execute("""
+        ALTER TABLE sessions ADD COLUMN title_rank INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sessions ADD COLUMN prompt TEXT;
+        CREATE TABLE leaf_titles(
+            source TEXT NOT NULL,
+            leaf TEXT NOT NULL,
+            title TEXT NOT NULL,
+            rank INTEGER NOT NULL,
+            file_id INTEGER,
+            PRIMARY KEY(source, leaf)
+        ) WITHOUT ROWID;
+        CREATE INDEX messages_message_id ON messages(message_id);
+    """)
+
+
 def applied(conn: apsw.Connection) -> list[str]:
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]

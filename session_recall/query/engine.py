@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import overload
 
 import apsw
+import orjson
 
 from ..config import Settings
-from ..model import Envelope, Result, Status
+from ..model import Envelope, Passage, PassageMessage, Result, Status
 from ..rows import one
 from ..store import read_generation, read_is_empty
 from ..text.fold import replace_lone_surrogates
@@ -30,7 +32,25 @@ from . import rank
 from .gates import Confirm, Scope, decide_scope
 from .parse import QUESTION_MAX_CHARS, QueryTokenizer, Term
 from .rank import Ranker, Ranking, select
-from .retrieve import Hit, Retriever, Run
+from .retrieve import NO_FILTERS, Filters, Hit, Retriever, Run
+
+
+@dataclass
+class Located:
+    """The sessions a session id (or a unique prefix of one) names for a
+    caller: `sessions` (row, source, cwd, session_id, title, started_at),
+    several only when one id lives in several sources or projects;
+    `all_projects` when reaching them takes an all-projects search (the
+    policy allows it); else, with no sessions, the status and hint."""
+
+    sessions: list[tuple] = field(default_factory=list)
+    all_projects: bool = False
+    status: Status = "ok"
+    hint: str = ""
+
+    @property
+    def session_id(self) -> str | None:
+        return self.sessions[0][3] if self.sessions else None
 
 
 def _one_snapshot(method):
@@ -94,7 +114,8 @@ class Engine:
     def recall(self, query: str = "", question: str | None = None, *, all_projects: bool = False,
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
-               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False) -> Envelope:
+               confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False,
+               filters: Filters = NO_FILTERS) -> Envelope:
         """A page of ranked, gated passages for `query` (terms, all must
         match) and/or `question` (natural language):
         1. refuse a credential-shaped query before touching any corpus;
@@ -136,7 +157,8 @@ class Engine:
         if (early := self._unanswerable(scope, session_id)) is not None:
             return self._envelope(t0, query, question, *early, terms=term_names, project_root=root)
         # 4. paging
-        key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit)
+        key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit,
+                           **({"f": filters.key()} if filters else {}))
         offset = 0
         generation = self.generation()
         if cursor:
@@ -146,8 +168,8 @@ class Engine:
                                       project_root=root)
             assert cur is not None  # cursor_hint refuses a cursor that could not be read
             offset = cur["o"]
-        # 5. retrieve, rank and select
-        run = Run()
+        # 5. retrieve, rank and select (the filters, if any, in the SQL of every engine)
+        run = Run(filters=filters)
         if question and len(question) > QUESTION_MAX_CHARS:
             run.gaps["question"] = E.question_gap(QUESTION_MAX_CHARS, len(question))
         selected, more, partial, run = self._select(terms, kw_terms, kw_group, scope, run, limit, offset + limit)
@@ -220,7 +242,7 @@ class Engine:
         """The best partial matches when no message holds every term: those
         holding more of the terms first, marked partial; the run that found
         them (with the first run's gaps and candidates)."""
-        partial_run = Run()
+        partial_run = Run(filters=run.filters)
         alive = self.retriever.possible(terms, self.retriever.universe(scope))
         ranked: Iterator[Hit]
         if not alive:
@@ -252,6 +274,76 @@ class Engine:
             hint = E.last_page_hint()
         return hint
 
+    # --- sessions by id ---------------------------------------------------------------------
+
+    def _sessions_in(self, prefix: str, scope: Scope) -> list[tuple]:
+        """Sessions in `scope` (its lists and denied twins applied) whose id is
+        `prefix`, else whose id starts with it; most recent first."""
+        twins = self.retriever.denied_twins()
+        rows = [r for r in self.conn.execute(
+            "SELECT id, source, cwd, session_id, title, started_at FROM sessions "
+            "WHERE substr(session_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, id DESC", (prefix,))
+            if scope.covers(r[2], r[3], self.settings) and r[0] not in twins]
+        exact = [r for r in rows if r[3] == prefix]
+        return exact or rows
+
+    @_one_snapshot
+    def locate_session(self, prefix: str, *, cwd: str | None = None, all_projects: bool = False,
+                       confirm: Confirm | None = None, caller_cwd: str | None = None) -> Located:
+        """The session `prefix` names (a session id or a unique prefix of one),
+        wherever it lives, under the same gates as recall: in the caller's
+        project; else, in another project, when the all_projects policy is
+        `allow` (or the caller asked for all projects); under `confirm`, the
+        hint says to ask for all projects; under `deny` it is not found.
+        The allow- and denylists always apply."""
+        prefix = _clean(prefix)
+        cwd, caller_cwd = _clean(cwd), _clean(caller_cwd)
+        if not prefix:
+            return Located(status="unknown_session", hint=E.empty_session_hint())
+        verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
+                               caller_cwd=caller_cwd)
+        if verdict.scope is None:
+            return Located(status="denied", hint=verdict.hint)
+        rows = self._sessions_in(prefix, verdict.scope)
+        wide = all_projects
+        if not rows and not all_projects and self.settings.all_projects != "deny":
+            scope = verdict.scope
+            rows = self._sessions_in(prefix, Scope("all", scope.cwd, None, scope.roots))
+            wide = True
+            if rows and self.settings.all_projects == "confirm":
+                return Located(status="unknown_session", hint=E.session_elsewhere_hint(prefix))
+        if not rows:
+            return Located(status="unknown_session", hint=E.unknown_session_hint(prefix, verdict.scope))
+        ids = sorted({r[3] for r in rows})
+        if len(ids) > 1:
+            return Located(status="unknown_session", hint=E.ambiguous_session_hint(prefix, ids))
+        return Located(rows, wide)
+
+    @_one_snapshot
+    def show(self, located: Located, *, caller_session: str | None = None) -> Envelope:
+        """Every message of the located sessions, in order, redacted as
+        passages are, nothing cut: a session as evidence."""
+        t0 = time.perf_counter()
+        if not located.sessions:
+            return self._envelope(t0, "", None, located.status, located.hint)
+        rend = P.Renderer(self.settings.redaction)
+        results = []
+        for row, source, scwd, session_id, title, started_at in located.sessions:
+            messages = [
+                PassageMessage(message_id=mid, role=role, ts=ts, text=rend(text),
+                               materials=P.materials(orjson.loads(atts) if atts else [], session_id=session_id,
+                                                     readable_session=caller_session, rend=rend))
+                for mid, role, ts, text, atts in self.conn.execute(
+                    "SELECT message_id, role, ts, text, attachments FROM messages WHERE session = ? ORDER BY seq",
+                    (row,))]
+            passage = Passage(anchor_id=P.anchor_id(source, scwd, session_id, messages[0].message_id)
+                              if messages else "", turn_id="", messages=messages)
+            results.append(Result(session_id=session_id, source=source, title=rend(title), cwd=scwd,
+                                  started_at=started_at, score=0.0, matched_terms=[], passage=passage))
+        n = sum(len(r.passage.messages) for r in results)
+        return self._envelope(t0, located.session_id or "", None, "ok", E.session_hint(n), Run(engine="none"),
+                              results=results, redacted=rend.redacted)
+
     # --- recall_more ----------------------------------------------------------------------
 
     @_one_snapshot
@@ -270,7 +362,7 @@ class Engine:
         verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
                                caller_cwd=caller_cwd)
         row = self.conn.execute(
-            "SELECT s.id, s.title, s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
+            "SELECT s.id, coalesce(s.title, s.prompt), s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
             "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.

@@ -113,13 +113,31 @@ def empty_query_hint() -> str:
 
 
 def empty_index_hint() -> str:
-    return ("The index is empty: nothing has been searched. Index session logs first "
-            "(`recall index PATH`, or configure sources).")
+    return ("The index is empty: nothing has been searched. The user can index their session logs "
+            "(`recall index`, or [[sources]] in the config).")
 
 
 def unknown_session_hint(session_id: str, scope: Scope) -> str:
     return (f"No session {session_id!r} in scope ({scope_words(scope)}). Check the id, "
             "or search without session_id.")
+
+
+def empty_session_hint() -> str:
+    return "Give a session id (or the first characters of one)."
+
+
+def session_elsewhere_hint(prefix: str) -> str:
+    return (f"Session {prefix!r} is in another project; reading it is an all-projects search, which needs "
+            "the user's confirmation: ask for all_projects (on the command line --all-projects).")
+
+
+def ambiguous_session_hint(prefix: str, ids: list[str]) -> str:
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    return f"{len(ids)} sessions start with {prefix!r} ({shown}); give more of the id."
+
+
+def session_hint(n_messages: int) -> str:
+    return f"The whole session, {n_messages} messages."
 
 
 def foreign_cursor_hint() -> str:
@@ -154,8 +172,8 @@ def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_pro
 
 def nothing_indexed_hint(scope: Scope) -> str:
     return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. "
-            "Index this project's session logs (`recall index PATH`), pass the cwd of the project "
-            "you mean, or search all_projects.")
+            "Pass the cwd of the project you mean, or search all_projects (the user can list the indexed "
+            "projects with `recall projects`).")
 
 
 def last_page_hint() -> str:

@@ -84,6 +84,17 @@ def project_roots(cwd: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(roots))
 
 
+def project_of_recorded(cwd: str) -> str:
+    """The project of a session's recorded cwd, as `--cwd` would name it: the
+    top of the git work tree that holds it on this machine now (walking up its
+    recorded spelling, never through links; not a repository at or above
+    $HOME), else the cwd itself. A relative cwd is its own (no) project."""
+    if not os.path.isabs(cwd):
+        return cwd
+    rec = paths.key(paths.recorded(cwd))
+    return paths.key(_git_top(rec, _home()) or rec) if "\x00" not in rec else rec
+
+
 def why_wide(roots: tuple[str, ...], caller: tuple[str, ...]) -> str | None:
     """Why a scope with these roots is wider than one project, or None: it is
     `/`, `$HOME` or above it, or an ancestor of the caller's own project.

@@ -267,7 +267,9 @@ def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keyword
     results: list[Result] = []
     used = used_chars = 0
     for hit in page:
-        s = one(conn.execute("SELECT source, cwd, session_id, title, started_at FROM sessions WHERE id = ?",
+        # An untitled session shows its first prompt (never ranked as a title).
+        s = one(conn.execute("SELECT source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions "
+                             "WHERE id = ?",
                              (hit.session,)))
         passage = build(conn, session_row=hit.session, session_key=(s[0], s[1], s[2]), anchor_row=hit.rowid,
                         terms=terms, rend=rend, caller_session=own_session(caller_session, s[1], scope),

@@ -44,10 +44,56 @@ class Hit:
     partial: bool = False
 
 
+@dataclass(frozen=True)
+class Filters:
+    """What a caller narrowed a recall to, beside its scope: message roles,
+    source kinds, and a time range of the message's own timestamp (`since`
+    inclusive, `until` exclusive; ISO 8601 instants, compared as instants, to
+    the millisecond, by SQLite's julianday; a message without a readable
+    timestamp is outside any range). Applied in the SQL of every engine, so
+    hits are exactly the matches that pass them."""
+
+    roles: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.roles or self.sources or self.since or self.until)
+
+    def key(self) -> list:
+        """For a cursor's key: a page of one filter never pages another."""
+        return [sorted(self.roles), sorted(self.sources), self.since, self.until]
+
+    def sql(self, m: str = "m.", s: str | None = "s.") -> tuple[str, list]:
+        """SQL to AND in, over messages (columns prefixed `m`) and sessions
+        (prefixed `s`; None: the sources are tested elsewhere)."""
+        clauses: list[str] = []
+        params: list = []
+        if self.roles:
+            clauses.append(f"{m}role IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(sorted(self.roles)).decode())
+        if self.sources and s is not None:
+            clauses.append(f"{s}source IN (SELECT value FROM json_each(?))")
+            params.append(orjson.dumps(sorted(self.sources)).decode())
+        if self.since is not None:
+            clauses.append(f"julianday({m}ts) >= julianday(?)")
+            params.append(self.since)
+        if self.until is not None:
+            clauses.append(f"julianday({m}ts) < julianday(?)")
+            params.append(self.until)
+        return "".join(" AND " + c for c in clauses), params
+
+
+NO_FILTERS = Filters()
+
+
 @dataclass
 class Run:
-    """The state of one recall, for diagnostics and gaps."""
+    """The state of one recall, for diagnostics and gaps, and the filters it
+    runs under."""
 
+    filters: Filters = NO_FILTERS
     engine: Engine = "none"
     candidates: int = 0
     sessions_scanned: int = 0
@@ -236,10 +282,15 @@ class Retriever:
         which also skips the ranked page: its proof needs FTS5's own order."""
         score, keys = self.order_sql(run)
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
+        # the filters are ANDed to the scope where messages are joined (not
+        # where sessions alone are counted)
+        filter_sql, filter_params = run.filters.sql()
         sql = (f"SELECT {_COLS}, {score.format(bm25=bm25 or 'bm25(message_fts)')} AS score FROM message_fts "
-               f"{_JOINS.format('message_fts.rowid')} WHERE message_fts MATCH ?{scope_sql} ORDER BY {order}")
+               f"{_JOINS.format('message_fts.rowid')} WHERE message_fts MATCH ?{scope_sql}{filter_sql} "
+               f"ORDER BY {order}")
+        params_m = [*params, *filter_params]
         if first is None:
-            yield from self.conn.execute(sql, [expr, *params])
+            yield from self.conn.execute(sql, [expr, *params_m])
             return
         n = 0  # rows yielded
         # a re-rank would prove next to nothing
@@ -252,16 +303,17 @@ class Retriever:
                 return
             share = scoped / total
         if ranked and share >= self.ranking.ranked_first_share:
-            proven = yield from self._ranked_first(expr, scope_sql, params, score, order, first, share)
+            proven = yield from self._ranked_first(expr, scope_sql + filter_sql, params_m, score, order, first,
+                                                   share)
             if proven is None:
                 return
             n = proven
         page = 0
-        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params, first, n]):
+        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params_m, first, n]):
             page += 1
             yield row
         if page == first:
-            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params, n + first])
+            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params_m, n + first])
 
     def _ranked_first(self, expr: str, scope_sql: str, params: list, score: str, order: str, first: int,
                       share: float) -> Generator[tuple, None, int | None]:
@@ -312,6 +364,11 @@ class Retriever:
             pinned = "recall_pinned(s.cwd) DESC, "
             if "pinned_cwds" not in run.reranked:
                 run.reranked.append("pinned_cwds")
+        # a session of another source holds no message that passes: tested on the sessions
+        filter_sql, filter_params = run.filters.sql(m="", s=None)
+        if run.filters.sources:
+            scope_sql += " AND s.source IN (SELECT value FROM json_each(?))"
+            params = [*params, orjson.dumps(sorted(run.filters.sources)).decode()]
         sessions = list(self.conn.execute(
             f"SELECT s.id FROM sessions s WHERE 1 = 1{scope_sql} "
             f"ORDER BY {pinned}coalesce((SELECT max(ts) FROM messages WHERE session = s.id), s.started_at) DESC, "
@@ -326,7 +383,7 @@ class Retriever:
             run.sessions_scanned += 1
             rows = self.conn.execute(
                 f"SELECT id, session, turn_id, ts, text, attachments, nfkc, 0.0 FROM messages WHERE session = ?"
-                f"{sql} ORDER BY ts DESC, id DESC", (sid, *sql_params))
+                f"{filter_sql}{sql} ORDER BY ts DESC, id DESC", (sid, *filter_params, *sql_params))
             yield from (rows if holds is None else (r for r in rows if holds(r[4], r[5])))
 
     # --- verification and hits ------------------------------------------------------------

@@ -10,7 +10,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 import orjson
@@ -20,6 +20,15 @@ from ...model import Event
 
 class Skip(Exception):
     """A line that is counted under `reason` and otherwise ignored."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SourceBusy(Exception):
+    """A source database that cannot be read now (locked by its app, or not
+    yet a database): counted under `reason`; the next pass tries again."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -98,6 +107,9 @@ class Parser:
     # CLI's legacy `session-*.json`. A `*.json` file is a document: read
     # whole, as one line, and read again whole whenever it changes.
     names: ClassVar[str | None] = None
+    # Whether this kind's logs include SQLite databases (`*.db`), which are
+    # read by `read_database`, not by lines.
+    database: ClassVar[bool] = False
     # The bytes that every line this kind indexes contains (its "type"
     # values); see is_noise.
     indexed_types: ClassVar[re.Pattern[bytes]]
@@ -160,4 +172,15 @@ class Parser:
     @classmethod
     def recognizes(cls, obj: dict) -> bool:
         """A line that only this kind writes."""
+        raise NotImplementedError
+
+    @classmethod
+    def recognizes_database(cls, path: str) -> bool:
+        """An SQLite database of this kind (kinds with `database`)."""
+        return False
+
+    @classmethod
+    def read_database(cls, path: str, state: dict) -> Iterator[tuple[list[Event], dict, Counter[str]]]:
+        """What changed in a database since `state`: (events, the state after
+        them, skipped rows by reason) batches (kinds with `database`)."""
         raise NotImplementedError

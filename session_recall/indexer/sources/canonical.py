@@ -85,4 +85,5 @@ class CanonicalParser(Parser):
             text=text,
             attachments=atts,
             settled=settled,
+            prompt=m.role == "user",
         )

@@ -13,9 +13,11 @@ others `<uuid>#<block index>`.
 
 Every line names its session (`sessionId`); sub-agent lines name their
 parent's, so they land in the parent session with ids of their own. A session's
-cwd is the one of the first line that opened it in the file. `summary`,
-`ai-title` and `custom-title` lines title the session (a user's custom title
-outranks an AI title, which outranks a summary).
+cwd is the one of the first line that opened it in the file. `ai-title` and
+`custom-title` lines title the session they name; a `summary` titles the
+session that holds the message its `leafUuid` names, whichever log that is
+(a user's custom title outranks an AI title, which outranks a summary). A
+session without a title is named by its first prompt.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import hashlib
 import re
 from pathlib import PurePath
 
-from ...model import Attachment, MessageEvent, Role, SessionEvent, TitleEvent, is_role
+from ...model import Attachment, LeafTitleEvent, MessageEvent, Role, SessionEvent, TitleEvent, is_role
 from ..project import project
 from . import media
 from .base import Parser, Skip
@@ -117,12 +119,13 @@ class ClaudeCodeParser(Parser):
         if best is not None:
             self.state.setdefault("rank", {})[session_id] = best[1]
         title = best[0] if best else None
+        rank = best[1] if best else 0
         if ts:
-            events.append(SessionEvent(session_id=session_id, cwd=cwd, started_at=ts, title=title))
+            events.append(SessionEvent(session_id=session_id, cwd=cwd, started_at=ts, title=title, title_rank=rank))
         else:
             self.state.setdefault("unstarted", {})[session_id] = True
             if title is not None:
-                events.append(TitleEvent(session_id=session_id, cwd=cwd, title=title))
+                events.append(TitleEvent(session_id=session_id, cwd=cwd, title=title, rank=rank))
         return cwd, events
 
     def _title(self, obj: dict, kind: str):
@@ -132,9 +135,17 @@ class ClaudeCodeParser(Parser):
         if not isinstance(title, str) or not title.strip():
             raise Skip("invalid_fields")
         rank = _TITLE_RANK[kind]
-        sid = obj.get("sessionId") if kind != "summary" else None
+        if kind == "summary":
+            # A summary names its session by the last message it summarised,
+            # which may be another session's (a resumed log carries the
+            # summaries of the sessions before it): the writer finds it.
+            leaf = obj.get("leafUuid")
+            if not isinstance(leaf, str) or not leaf:
+                raise Skip("invalid_fields")
+            return [LeafTitleEvent(leaf=leaf, title=title, rank=rank)]
+        sid = obj.get("sessionId")
         if not isinstance(sid, str) or not sid:
-            sid = self.state.get("main")  # a summary titles the session of this file
+            sid = self.state.get("main")  # a title without a session id titles the session of this file
         cwd = self.state.get("sessions", {}).get(sid) if sid else None
         if cwd is None or not sid:  # (without a sid, cwd is None already)
             # Titles often come first (a summary heads the file): kept until
@@ -148,7 +159,7 @@ class ClaudeCodeParser(Parser):
         if rank < ranks.get(sid, 0):
             raise Skip("outranked_title")
         ranks[sid] = rank
-        return [TitleEvent(session_id=sid, cwd=cwd, title=title)]
+        return [TitleEvent(session_id=sid, cwd=cwd, title=title, rank=rank)]
 
     def _line(self, obj: dict, kind: str, raw: bytes):
         msg = obj.get("message")
@@ -235,7 +246,8 @@ class ClaudeCodeParser(Parser):
         turn = self.state.get("turn") or uuid
         for n, (i, role, text, atts) in enumerate(visible):
             events.append(MessageEvent(session_id=sid, cwd=cwd, message_id=uuid if n == 0 else f"{uuid}#{i}",
-                                       turn_id=turn, role=role, ts=ts, text=text, attachments=atts))
+                                       turn_id=turn, role=role, ts=ts, text=text, attachments=atts,
+                                       prompt=role == "user" and not self.subagent))
         return events
 
     # --- blocks -------------------------------------------------------------------

@@ -29,6 +29,7 @@ docs/formats.md.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import PurePath
 
@@ -47,6 +48,53 @@ _INDEXED_TYPES = re.compile(
 _LINE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 _UUID = re.compile(r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})")
 _MAX_OPEN_CALLS = 512
+# A rename recorded in the rollout (`thread_name_updated`), and Codex's index
+# of names, which it writes with every rename and reads first.
+_RENAME_RANK, _INDEX_RANK = 3, 4
+
+
+# Where Codex keeps the names of its threads: `session_index.jsonl` in its
+# home (beside `sessions/` and `archived_sessions/`), one line
+# `{"id", "thread_name", "updated_at"}` per rename, appended; the last line of
+# an id is its name. Read once per process while it does not change.
+SESSION_INDEX = "session_index.jsonl"
+_NAMES: dict[str, tuple[tuple[int, int], dict[str, str]]] = {}
+
+
+def session_index_of(rollout: str) -> str | None:
+    """The session index of the Codex home that holds this rollout (the
+    parent of its `sessions` or `archived_sessions` folder), if there is one."""
+    for folder in list(PurePath(rollout).parents)[:5]:
+        if folder.name in ("sessions", "archived_sessions"):
+            index = os.path.join(folder.parent, SESSION_INDEX)
+            return index if os.path.isfile(index) else None
+    return None
+
+
+def thread_names(index: str) -> dict[str, str]:
+    """Thread id -> its latest name, from a session index (empty when it
+    cannot be read). Lines that are not such an entry are passed over."""
+    try:
+        st = os.stat(index)
+        cached = _NAMES.get(index)
+        if cached is not None and cached[0] == (st.st_size, st.st_mtime_ns):
+            return cached[1]
+        with open(index, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return {}
+    names: dict[str, str] = {}
+    for line in data.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("thread_name"), str):
+            name = entry["thread_name"].strip()
+            if name:
+                names[entry["id"]] = name
+    _NAMES[index] = ((st.st_size, st.st_mtime_ns), names)
+    return names
 
 
 def _parent_of(meta: dict) -> str | None:
@@ -186,7 +234,12 @@ class CodexParser(Parser):
         sid = self.state.get("sid") or self._session_of_path()
         self.state.update(open=True, sid=sid, cwd=cwd)
         started = self.state.get("started") or ts
-        return sid, cwd, [SessionEvent(session_id=sid, cwd=cwd, started_at=started)] if started else []
+        events: list = [SessionEvent(session_id=sid, cwd=cwd, started_at=started)] if started else []
+        index = None if self.state.get("sub") else session_index_of(self.path)
+        name = thread_names(index).get(sid) if index else None
+        if name:  # Codex's own name for the thread outranks every other title
+            events.append(TitleEvent(session_id=sid, cwd=cwd, title=name, rank=_INDEX_RANK))
+        return sid, cwd, events
 
     def _hid(self, prefix: str, payload: dict) -> str:
         turn = self.state.get("turn") or ""
@@ -200,7 +253,7 @@ class CodexParser(Parser):
     # --- messages -------------------------------------------------------------------
 
     def _message(self, message_id: str, turn: str, role: str, ts: str, text: str,
-                 atts: list[Attachment] | None = None, tool_name: str | None = None) -> list:
+                 atts: list[Attachment] | None = None, tool_name: str | None = None, prompt: bool = False) -> list:
         visible = project(role, text, tool_name)
         if visible is None or not is_role(role):  # project() indexes no role but a Role
             raise Skip(f"role_{role}")
@@ -208,7 +261,7 @@ class CodexParser(Parser):
             raise Skip("empty")
         sid, cwd, events = self._open(ts)
         events.append(MessageEvent(session_id=sid, cwd=cwd, message_id=message_id, turn_id=turn, role=role,
-                                   ts=ts, text=visible, attachments=atts or []))
+                                   ts=ts, text=visible, attachments=atts or [], prompt=prompt))
         return events
 
     def _text(self, p: dict, ptype: str, ts: str):
@@ -234,7 +287,9 @@ class CodexParser(Parser):
                     self.notes["bad_attachment"] += 1
                 else:
                     atts.append(att)
-        return self._message(mid, self.state.get("turn") or mid, role, ts, text, atts)
+        # A sub-agent thread's prompt was written by its parent, not typed.
+        return self._message(mid, self.state.get("turn") or mid, role, ts, text, atts,
+                             prompt=role == "user" and not self.state.get("sub"))
 
     def _title(self, p: dict):
         if self.state.get("sub"):
@@ -243,7 +298,7 @@ class CodexParser(Parser):
         if not isinstance(title, str) or not title.strip():
             raise Skip("invalid_fields")
         sid, cwd, events = self._open("")
-        events.append(TitleEvent(session_id=sid, cwd=cwd, title=title))
+        events.append(TitleEvent(session_id=sid, cwd=cwd, title=title, rank=_RENAME_RANK))
         return events
 
     def _call(self, p: dict, ptype: str, ts: str):
