@@ -328,3 +328,17 @@ def test_literal_forms_examples():
     assert literal_forms("\u91d1") == {"\u91d1": frozenset("\u91d1\u2fa6\uf90a\u322e\u328e")}
     assert literal_forms("font") == {}  # F, Ｆ and dozens of mathematical letters fold to f
     assert literal_forms("한") == {}  # composed from jamo
+
+
+@pytest.mark.parametrize("text", [
+    "a" + "\u0316\u0301" * 40 + " plain" * 1000,            # a long run of marks out of order
+    "x" * 5000 + "e" + "\U0001d167\u0301" * 20,              # marks beyond the BMP among them
+    "测试，失败了 " * 1000 + "\U0001f600" * 40,               # CJK, full-width commas, a run of emoji
+    "\u3099\u302a" * 30 + "か" + "x" * 5000,                 # ideographic and kana marks
+])
+def test_long_texts_normalise_as_unicodedata_does(text: str) -> None:
+    """The mark-run reordering of long texts (fold._nfkc), with its coarse
+    first test, gives exactly NFKC."""
+    from session_recall.text.fold import _nfkc
+
+    assert _nfkc(text) == unicodedata.normalize("NFKC", text)

@@ -65,3 +65,47 @@ def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonic
     index.sync([str(logs_dir)], kind="canonical")
     env = index.recall("", question="what about kerning?", all_projects=True)
     assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
+
+
+def _order(ix, question: str, proj, **ranking) -> list[str]:
+    from dataclasses import replace
+
+    saved = ix.engine.ranking
+    ix.engine.ranking = replace(saved, **ranking)
+    try:
+        return [r.session_id for r in ix.recall("", question=question, cwd=str(proj)).results]
+    finally:
+        ix.engine.ranking = saved
+
+
+def test_a_session_holding_more_of_the_question_comes_first(proj, corpus):
+    """The question in one turn, the answer in the next: the session whose
+    turns hold more of the question's keywords leads (Ranking.session_power),
+    where a message alone ties."""
+    for sid, started, answer in (("talk", "2026-11-10T09:00:00Z", "Yes, stick with it: glazing comes next month."),
+                                 ("other", "2026-11-20T09:00:00Z", "Noted, I updated the calendar entry.")):
+        s = corpus.session(sid, proj, started_at=started)  # "other" is newer: a tie goes to it
+        s.message("u1", "Should I keep going to the pottery class on Thursdays?", turn_id="t1", ts=started)
+        s.message("a1", answer, role="assistant", turn_id="t2", ts=started)
+    for i in range(10):  # other talk, so that the keywords are rare
+        corpus.session(f"noise{i}", proj).message("m1", f"The build {i} passed on the second try.")
+    ix = corpus.open()
+    question = "what did we say about the pottery class and glazing"
+    assert _order(ix, question, proj)[0] == "talk"
+    assert _order(ix, question, proj, session_power=0.0)[0] == "other"  # the lever is what decides
+
+
+def test_in_a_chinese_question_an_identifier_outweighs_the_words_around_it(proj, corpus):
+    """上次 compaction 改了哪些文件: `compaction` names the thing asked about; the
+    CJK words are the question's frame (Ranking.latin_in_cjk)."""
+    gold = corpus.session("gold", proj, started_at="2026-11-10T09:00:00Z")
+    gold.message("a1", "I changed the compaction threshold in two plugins; the defaults now live in one module "
+                       "that both import, and the tests cover the new value.", role="assistant")
+    frame = corpus.session("frame", proj, started_at="2026-11-20T09:00:00Z")
+    frame.message("a1", "上次改的文件都在这里。", role="assistant")
+    for i in range(6):  # compaction is rarer than the frame's words
+        corpus.session(f"noise{i}", proj).message("m1", f"文件 {i} 已保存")
+    ix = corpus.open()
+    question = "上次 compaction 改了哪些文件"
+    assert _order(ix, question, proj)[0] == "gold"
+    assert _order(ix, question, proj, latin_in_cjk=1.0)[0] == "frame"

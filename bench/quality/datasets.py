@@ -79,8 +79,12 @@ class Question:
     text: str
     script: str  # "zh" or "en"
     gold_sessions: set[str]
-    gold_messages: set[str]  # message ids (unique across the set)
+    gold_messages: set[str]  # message ids (unique across the set); empty: no message-level gold
     grades: dict[str, int] = field(default_factory=dict)  # message id -> gain (graded sets)
+    # The slice a question reports in, beside the whole set: for the dialogue
+    # sets "question/tune", "question+answer/held", ... (how it was asked, and
+    # which half of the dialogues it belongs to).
+    slice: str = ""
 
 
 @dataclass
@@ -292,4 +296,48 @@ def _coding() -> Dataset:
     return coding()
 
 
-SETS = {"cmrc": cmrc, "cranfield": cranfield, "mixed": mixed, "cmrc-trial": lambda: cmrc("trial"), "coding": _coding}
+# --- dialogues: C3 (Chinese) and DREAM (English) ------------------------------------------
+
+DIALOGUE_FILES = {"c3": ("c3-train", "c3-d-train.json", "zh"), "dream": ("dream-train", "dream-train.json", "en")}
+
+
+def half(dialogue_id: str) -> str:
+    """Which half of a dialogue set a dialogue belongs to: settings are chosen
+    on "tune" and reported on both; "held" is never tuned on."""
+    return "tune" if hashlib.blake2b(dialogue_id.encode(), digest_size=1).digest()[0] % 2 == 0 else "held"
+
+
+def _holds(text: str, answer: str) -> bool:
+    needle = answer.strip().rstrip("。.!！?？").strip().casefold()
+    return len(needle) >= 2 and needle in text.casefold()
+
+
+def dialogues(name: str) -> Dataset:
+    """One session per dialogue, one message per turn (roles alternating, user
+    first, each turn's text as written, speaker mark included), no title (a
+    log has none until something names it). Every question is asked twice:
+    alone ("question") and followed by its correct answer ("question+answer").
+    Gold: the question's own dialogue; at message level, the turns that hold
+    the answer's text (only where one does)."""
+    folder, file, script = DIALOGUE_FILES[name]
+    records = json.loads(_need(DATA / folder / file).read_text(encoding="utf-8"))
+    sessions, questions = [], []
+    for turns, qas, did in records:
+        sid = f"{name}-{did}"
+        messages = [Message(f"{sid}-t{i}", "user" if i % 2 == 0 else "assistant", t.strip())
+                    for i, t in enumerate(turns) if t.strip()]
+        sessions.append(Session(sid, f"/home/bench/{name}", "", messages))
+        h = half(did)
+        for j, qa in enumerate(qas):
+            q, a = qa["question"].strip(), qa["answer"].strip()
+            gold = {m.message_id for m in messages if _holds(m.text, a)}
+            sep = "" if script == "zh" else " "
+            for ask, text in (("question", q), ("question+answer", f"{q}{sep}{a}")):
+                questions.append(Question(f"{sid}-q{j}-{ask}", text, script, {sid}, gold, slice=f"{ask}/{h}"))
+    return Dataset(name, sessions, questions,
+                   notes=f"{folder}/{file}: one session per dialogue, one message per turn; each question asked "
+                         "alone and with its answer; halves by dialogue id")
+
+
+SETS = {"cmrc": cmrc, "cranfield": cranfield, "mixed": mixed, "cmrc-trial": lambda: cmrc("trial"),
+        "c3": lambda: dialogues("c3"), "dream": lambda: dialogues("dream"), "coding": _coding}

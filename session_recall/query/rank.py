@@ -26,7 +26,7 @@ import apsw
 import orjson
 
 from ..rows import one
-from ..text.fold import match_text
+from ..text.fold import HAS_CJK, match_text
 from .gates import session_path
 from .match import occurs
 from .parse import Term, fts_phrase
@@ -62,19 +62,35 @@ class Ranking:
     candidate_budget: int = 5000
     # Question mode (a question alone; docs/recall.md; measured in docs/quality.md
     # with bench/quality/evaluate.py). Keywords are ORed and each message scores
-    #   weighted bm25 x c ** coverage_power x (1 + title_weight x t)
-    # where c is the share of the question's keyword weight (the sum of the
-    # keywords' idf) that the message holds, and t the share its session's title
-    # holds. bm25 alone already rewards more keywords; c ** 0.5 adds a soft
-    # "more of the question first" (a message with half the weight scores 0.71x):
-    # on CMRC it put the right passage of an article first 2.6 points more often,
-    # at a cost of 0.9 points on Cranfield's long queries; a hard "most keywords
-    # first" (the first version) cost Cranfield 12 points of hit@1. A title that
-    # holds all of the keywords doubles the score: titles name what a session is
-    # about (+1.0 points of session hit@1 on CMRC, +2.2 on Cranfield, +2.6 on the
-    # mixed set).
-    coverage_power: float = 0.5
+    #   weighted bm25 x c ** coverage_power x (1 + title_weight x t) x e ** session_power
+    # where c is the share of the question's keyword weight (the keywords'
+    # idf, keyword_weights) that the message holds, t the share its session's
+    # title holds, e the share its session holds (below). bm25 alone already
+    # rewards more keywords; c adds "more of the question first": on CMRC it
+    # put the right passage of an article first 2.6 points more often (power
+    # 0.5), and power 1 adds what the dialogue sets need (a turn holding one
+    # keyword among many is rarely the answer) for 1.3 points on Cranfield's
+    # long queries; a hard "most keywords first" (the first version) cost
+    # Cranfield 12 points of hit@1. A title that holds all of the keywords
+    # doubles the score: titles name what a session is about (+1.0 points of
+    # session hit@1 on CMRC, +2.2 on Cranfield, +2.6 on the mixed set).
+    coverage_power: float = 1.0
     title_weight: float = 1.0
+    # A message's score is also multiplied by e ** session_power, e the share of
+    # the keywords' weight held by its session's messages among the verified
+    # hits re-scored (the pool, below): a conversation spreads what a question
+    # asks over several turns (the question in one, the answer in the next),
+    # and a session holding more of it is likelier the one meant. On the
+    # dialogue sets' tuning halves (docs/quality.md) power 1 bought +3.8 points
+    # of session hit@1 on DREAM and +3.3 on C3, power 2 a little more there but
+    # 4 points less on the coding set, whose long sessions fill the pool.
+    session_power: float = 1.0
+    # In a question that holds CJK, a keyword in another script (an
+    # identifier, a command, a product: `compaction`, `vitest`, `hello.py`)
+    # weighs latin_in_cjk times its idf in the shares above: it names the thing
+    # asked about, where the CJK words around it (文件, 命令, 上次) are the
+    # question's frame. On the coding set, +13 points of session hit@1.
+    latin_in_cjk: float = 3.0
     # Question mode re-scores only the first question_pool verified hits in bm25
     # order (bm25 already favours messages holding more keywords). Measured with
     # bench/quality/evaluate.py --set all (docs/quality.md): every figure is the same
@@ -308,6 +324,18 @@ class Ranker:
             out[g] = math.log(1 + (n_all - n + 0.5) / (n + 0.5))
         return out
 
+    def keyword_weights(self, kw_terms: list[Term], kw_group: dict[str, int],
+                        universe: tuple[str, list] | None) -> dict[int, float]:
+        """Each keyword group's weight in the coverage shares: its idf
+        (group_idf), times latin_in_cjk for a keyword outside CJK in a
+        question that holds CJK."""
+        idf = self.group_idf(kw_terms, kw_group, universe)
+        first = {g: folded for folded, g in reversed(kw_group.items())}  # each group's keyword
+        cjk = {g for g, folded in first.items() if HAS_CJK.search(folded)}
+        if cjk and self.ranking.latin_in_cjk != 1.0:
+            idf = {g: w * (1.0 if g in cjk else self.ranking.latin_in_cjk) for g, w in idf.items()}
+        return idf
+
     def _title_cover(self, rows: list, kw_terms: list[Term], kw_group: dict[str, int], idf: dict[int, float],
                      total: float, run: Run) -> dict[int, float]:
         """The share of the keywords' weight each session's title holds."""
@@ -326,14 +354,14 @@ class Ranker:
                     universe: tuple[str, list] | None) -> Iterator[Hit]:
         """Question mode: at most question_pool hits (in bm25 order), each
         scored weighted bm25 x c ** coverage_power x (1 + title_weight x t)
-        (see Ranking.coverage_power), then ordered: pinned cwds first (when
+        x e ** session_power (see Ranking.coverage_power), then ordered: pinned cwds first (when
         configured), score, coverage, newer, id. Which messages are returned
         does not change, only their order."""
         r = self.ranking
         pool = list(itertools.islice(hits, r.question_pool))
         if not pool:
             return iter(pool)
-        idf = self.group_idf(kw_terms, kw_group, universe)
+        idf = self.keyword_weights(kw_terms, kw_group, universe)
         total = sum(idf.values()) or 1.0
         rows = self.conn.execute("SELECT id, cwd, title FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
                                  (orjson.dumps(sorted({h.session for h in pool})).decode(),)).fetchall()
@@ -343,6 +371,12 @@ class Ranker:
         for h in pool:
             cover[h.rowid] = cov = sum(idf[g] for g in {kw_group[m] for m in h.matched if m in kw_group}) / total
             h.score = h.score * cov ** r.coverage_power * (1 + r.title_weight * title_cov.get(h.session, 0.0))
+        if r.session_power:
+            held: dict[int, set[int]] = {}
+            for h in pool:
+                held.setdefault(h.session, set()).update(kw_group[m] for m in h.matched if m in kw_group)
+            for h in pool:
+                h.score *= (sum(idf[g] for g in held[h.session]) / total) ** r.session_power
         # Coverage also breaks ties: a scan has no bm25 (every score is 0).
         pool.sort(key=lambda h: (h.session not in pins, -h.score, -cover[h.rowid], neg(h.ts), -h.rowid))
         return iter(pool)

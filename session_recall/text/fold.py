@@ -75,7 +75,8 @@ _MARK_RUN_MIN = 32
 
 
 @lru_cache(maxsize=1)
-def _mark_run() -> re.Pattern[str]:
+def _mark_ranges() -> tuple[tuple[int, int], ...]:
+    """The code points of the marks a run is made of, as ranges."""
     ranges: list[tuple[int, int]] = []
     for cp in range(0x110000):
         ch = chr(cp)
@@ -84,8 +85,26 @@ def _mark_run() -> re.Pattern[str]:
                 ranges[-1] = (ranges[-1][0], cp)
             else:
                 ranges.append((cp, cp))
-    cls = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return tuple(ranges)
+
+
+@lru_cache(maxsize=1)
+def _mark_run() -> re.Pattern[str]:
+    cls = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                  for a, b in _mark_ranges())
     return re.compile(f"[{cls}]{{{_MARK_RUN_MIN},}}")
+
+
+@lru_cache(maxsize=1)
+def _mark_run_coarse() -> re.Pattern[str]:
+    """A run of at least as many marks of the Basic Multilingual Plane or
+    characters beyond it: a necessary condition for _mark_run, tested
+    first. The exact class (ranges beyond the BMP among them) is tested
+    range by range, about a microsecond a character; this one,
+    which the regex engine keeps as a bitmap and one range, about 20 ns."""
+    bmp = "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                  for a, b in _mark_ranges() if b < 0x10000)
+    return re.compile(f"[{bmp}\U00010000-\U0010ffff]{{{_MARK_RUN_MIN},}}")
 
 
 def _sorted_marks(m: re.Match[str]) -> str:
@@ -96,7 +115,7 @@ def _sorted_marks(m: re.Match[str]) -> str:
 def _nfkc(text: str) -> str:
     for ch in set(_WIDE.findall(text)):
         text = text.replace(ch, _WIDE_TABLE[ch])
-    if len(text) > _LONG_TEXT:
+    if len(text) > _LONG_TEXT and _mark_run_coarse().search(text):
         text = _mark_run().sub(_sorted_marks, text)
     return unicodedata.normalize("NFKC", text)
 
