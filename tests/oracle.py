@@ -252,7 +252,13 @@ def _visible(role: str, text: str, tool_name: str | None) -> str | None:
     """Contract 2.2, for the simple shapes the test writes: user and assistant
     text verbatim; a tool call's name and the string values of its JSON
     arguments (or its plain argument text); a tool result's string values when
-    it is JSON, else its text; system text is not searchable."""
+    it is JSON, else its text; system text is not searchable.
+
+    docs/formats.md puts the name and each value on a line of its own ("one a
+    line"). For matching a line break is white space like any other, but not
+    for escapes: a control string without a terminator ends at its line, and
+    `ESC` before a space is not `ESC` before a line break. So the pieces are
+    joined with line breaks before the escapes go, never with spaces."""
     if role in ("user", "assistant"):
         return text
     if role not in ("tool_call", "tool_result"):
@@ -260,11 +266,11 @@ def _visible(role: str, text: str, tool_name: str | None) -> str | None:
     body = text
     if text.lstrip()[:1] in ("{", "["):
         try:
-            body = " ".join(_string_values(json.loads(text)))
+            body = "\n".join(_string_values(json.loads(text)))
         except ValueError:
             body = text
     if role == "tool_call" and tool_name:
-        return f"{tool_name} {body}"
+        return f"{tool_name}\n{body}"
     return body
 
 

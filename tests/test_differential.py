@@ -811,3 +811,23 @@ def test_an_empty_settled_text_replaces_its_deltas(tmp_path, isolated_settings):
     with Index.open(tmp_path / "recall.db") as ix:
         ix.sync([str(logs)])
         assert ix.search("source", limit=10**9) == []
+
+
+def test_an_argument_s_escape_ends_at_its_line(tmp_path, isolated_settings):
+    """A tool call's values are one a line (docs/formats.md): an unterminated
+    control string in one ends at its line, and a trailing `ESC` is not
+    followed by a space, so the next value (the path) stays text."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    lines = [{"type": "session", "session_id": "s1", "cwd": "/home/ada/p", "started_at": "2026-11-20T09:00:00Z"}]
+    for i, command in enumerate(["run \x1b]0;title", "run x\x1b"]):
+        lines.append({"type": "message", "session_id": "s1", "message_id": f"m{i}", "turn_id": "t1",
+                      "role": "tool_call", "tool_name": "Bash", "ts": "2026-11-20T10:00:00Z",
+                      "text": json.dumps({"command": command, "path": "src/pricing/total.cc"})})
+    path = logs / "s1.jsonl"
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines), encoding="utf-8")
+    want = {("/home/ada/p", "s1", "m0"), ("/home/ada/p", "s1", "m1")}
+    assert oracle.read_logs([path]).search("src/pricing") == want
+    with Index.open(tmp_path / "recall.db") as ix:
+        ix.sync([str(logs)])
+        assert {(s["cwd"], s["session_id"], hit.message_id) for hit, s in ix.search("src/pricing", limit=10**9)} == want
