@@ -470,7 +470,8 @@ def _remember_search(db: Path, env, cwd: str | None, all_projects: bool) -> None
     """Keep the anchors of this search, and the scope it was asked in, for
     `recall more N`. A file of mode 0600 written whole, then renamed."""
     data = {"anchors": [r.passage.anchor_id for r in env.results], "all_projects": all_projects,
-            "cwd": os.path.abspath(cwd) if cwd is not None else None, "caller_cwd": os.getcwd()}
+            "cwd": _path_text(os.path.abspath(cwd)) if cwd is not None else None,
+            "caller_cwd": _path_text(os.getcwd())}
     path = _last_search_file(db)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:
@@ -482,6 +483,16 @@ def _remember_search(db: Path, env, cwd: str | None, all_projects: bool) -> None
     except OSError:  # a read-only folder: `recall more N` will say there is no last search
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _path_text(path: str) -> str:
+    """A path as JSON can hold it, whatever its bytes (a folder name that is
+    not UTF-8 reaches Python as lone surrogates): each byte one character."""
+    return os.fsencode(path).decode("latin-1")
+
+
+def _text_path(text: str | None) -> str | None:
+    return os.fsdecode(text.encode("latin-1")) if isinstance(text, str) else None
 
 
 def _last_search(db: Path) -> dict | None:
@@ -572,7 +583,8 @@ def more(ctx: click.Context, anchor: str, cwd: str | None, all_projects: bool, a
         remembered = last is not None and anchor in last["anchors"]
         if remembered and cwd is None and not all_projects:  # the scope the search was asked in
             assert last is not None
-            cwd, caller_cwd, all_projects = last["cwd"], last["caller_cwd"], bool(last["all_projects"])
+            cwd, caller_cwd = _text_path(last["cwd"]), _text_path(last["caller_cwd"])
+            all_projects = bool(last["all_projects"])
         env = ix.recall_more(anchor, cwd=cwd, all_projects=all_projects, confirm=_confirm_for(all_projects),
                              caller_cwd=caller_cwd)
         if env.status == "unknown_anchor" and not all_projects and ix.is_anchor(anchor):
