@@ -80,7 +80,7 @@ def _order(ix, question: str, proj, **ranking) -> list[str]:
 
 def test_a_session_holding_more_of_the_question_comes_first(proj, corpus):
     """The question in one turn, the answer in the next: the session whose
-    turns hold more of the question's keywords leads (Ranking.session_power),
+    turns hold more of the question's keywords leads (Ranking.session_weight),
     where a message alone ties."""
     for sid, started, answer in (("talk", "2026-11-10T09:00:00Z", "Yes, stick with it: glazing comes next month."),
                                  ("other", "2026-11-20T09:00:00Z", "Noted, I updated the calendar entry.")):
@@ -92,7 +92,7 @@ def test_a_session_holding_more_of_the_question_comes_first(proj, corpus):
     ix = corpus.open()
     question = "what did we say about the pottery class and glazing"
     assert _order(ix, question, proj)[0] == "talk"
-    assert _order(ix, question, proj, session_power=0.0)[0] == "other"  # the lever is what decides
+    assert _order(ix, question, proj, session_weight=0.0)[0] == "other"  # the lever is what decides
 
 
 def test_in_a_chinese_question_an_identifier_outweighs_the_words_around_it(proj, corpus):

@@ -25,7 +25,9 @@ VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
     ("as shipped", Ranking(), []),
     ("no title boost (title_weight=0)", Ranking(title_weight=0.0), []),
     ("no coverage factor (coverage_power=0)", Ranking(coverage_power=0.0), []),
-    ("coverage power 1", Ranking(coverage_power=1.0), []),
+    ("coverage power 0.5 (shipped before the dialogue sets)", Ranking(coverage_power=0.5), []),
+    ("no session evidence (session_weight=0)", Ranking(session_weight=0.0), []),
+    ("no weight for identifiers in CJK questions (latin_in_cjk=1)", Ranking(latin_in_cjk=1.0), []),
     ("jieba search mode (cut_for_search)", Ranking(), [("CJK_SEGMENTATION", "search")]),
     ("unknown characters not joined", Ranking(), [("JOIN_UNKNOWN", False)]),
     ("at most 32 keywords (tried, not kept)", Ranking(), [("KEYWORD_LIMIT", 32)]),
@@ -34,10 +36,10 @@ VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--set", default="all", choices=["cmrc", "cranfield", "mixed", "cmrc-trial", "all"])
+    ap.add_argument("--set", default="all", choices=[*D.SETS, "all", "conversations"])
     ap.add_argument("--limit-questions", type=int, default=None)
     args = ap.parse_args(argv)
-    names = ["cmrc", "cranfield", "mixed"] if args.set == "all" else [args.set]
+    names = E.set_names(args.set)
     print("| variant | set | s.hit@1 | s.hit@5 | s.MRR | m.hit@1 | m.MRR |")
     print("|---|---|---|---|---|---|---|")
     try:
