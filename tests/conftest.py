@@ -348,3 +348,18 @@ def corpus(tmp_path: Path, isolated_settings):
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if os.environ.get("PYTHONPATH", "").split(os.pathsep)[0] != _ROOT:
     os.environ["PYTHONPATH"] = os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+@pytest.fixture
+def open_index(tmp_path: Path):
+    """Indexes in the test's folder (by name), each closed at the end."""
+    opened: list[Index] = []
+
+    def make(name: str = "recall") -> Index:
+        ix = Index.open(tmp_path / f"{name}.db")
+        opened.append(ix)
+        return ix
+
+    yield make
+    for ix in opened:
+        ix.close()

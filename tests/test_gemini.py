@@ -55,21 +55,6 @@ def head(path: Path) -> list[bytes]:
     return [line for line, _ in itertools.islice(F.read_lines(str(path), 0), 8)]
 
 
-@pytest.fixture
-def open_index(tmp_path: Path):
-    from session_recall import Index
-
-    opened = []
-
-    def make(name: str = "recall"):
-        ix = Index.open(tmp_path / f"{name}.db")
-        opened.append(ix)
-        return ix
-
-    yield make
-    for ix in opened:
-        ix.close()
-
 
 @needs_data
 def test_the_sample_list_is_complete():

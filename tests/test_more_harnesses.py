@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_sources import PLACEHOLDER, found, roles, sessions, texts
 
-from session_recall import Index
 from session_recall.indexer import files as F
 from session_recall.indexer.sources import Skip, kinds
 from session_recall.model import ForgetEvent, MessageEvent, SessionEvent, TitleEvent
@@ -35,19 +34,6 @@ LOGS = {
 }
 SESSION = {"cursor": CURSOR, "copilot": COPILOT, "pi": PI}
 
-
-@pytest.fixture
-def open_index(tmp_path: Path):
-    opened: list[Index] = []
-
-    def make(name: str = "recall") -> Index:
-        ix = Index.open(tmp_path / f"{name}.db")
-        opened.append(ix)
-        return ix
-
-    yield make
-    for ix in opened:
-        ix.close()
 
 
 def head(path: Path) -> list[bytes]:

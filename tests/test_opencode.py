@@ -32,19 +32,6 @@ SAMPLE_DB = "opencode/sheurich-episodic-memory/opencode.db"
 SAMPLE_TREE = "opencode/git-ai-project-git-ai/storage"
 
 
-@pytest.fixture
-def open_index(tmp_path: Path):
-    opened: list[Index] = []
-
-    def make(name: str = "recall") -> Index:
-        ix = Index.open(tmp_path / f"{name}.db")
-        opened.append(ix)
-        return ix
-
-    yield make
-    for ix in opened:
-        ix.close()
-
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:

@@ -123,19 +123,6 @@ def texts(ix: Index, session_id: str) -> list[tuple[str, str, str, str]]:
         "WHERE s.session_id = ? ORDER BY m.seq", (session_id,))]
 
 
-@pytest.fixture
-def open_index(tmp_path: Path):
-    opened: list[Index] = []
-
-    def make(name: str = "recall") -> Index:
-        ix = Index.open(tmp_path / f"{name}.db")
-        opened.append(ix)
-        return ix
-
-    yield make
-    for ix in opened:
-        ix.close()
-
 
 # --- every sample -------------------------------------------------------------------
 
