@@ -14,7 +14,6 @@ messages that can match. Every candidate is verified (`Retriever.verify`);
 
 from __future__ import annotations
 
-import itertools
 import math
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -402,8 +401,8 @@ class Retriever:
         docs/recall.md). The first window holds the plan_window newest
         candidates; while it holds fewer than `first` in scope and filters, it
         widens plan_growth times, up to plan_max_window candidates or all of
-        them. Its candidates are ranked (fts, as every match would be) and
-        read; a caller that reads on gets the next window of older
+        them. Its candidates are ranked by one statement (fts, the order every
+        match would be in) and read; a caller that reads on gets the next window of older
         candidates, plan_growth times larger, ranked among themselves, and so
         on to the oldest. Every candidate is still read and verified, so the
         matches are exactly those of the whole plan; what the plan bounds is
@@ -423,19 +422,18 @@ class Retriever:
             if not n:
                 return
             last = n < size  # the window reaches the oldest candidate
-            rows = self.fts(expr, scope_sql, params, run, first=first, window=(lo, hi))
+            # One statement ranks the whole window (its rows are few): FTS5's
+            # bm25 walks every candidate of the table once per statement for
+            # its document frequencies, which costs more than scoring the window.
+            rows = list(self.fts(expr, scope_sql, params, run, window=(lo, hi)))
             if first_window:
-                page = list(itertools.islice(rows, first))
-                if len(page) < first and not last and size < r.plan_max_window:
+                if len(rows) < first and not last and size < r.plan_max_window:
                     size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
                     continue
-                run.ranked += n
                 if not last and "ranking" not in run.gaps:
                     run.gaps["ranking"] = E_RANKING_GAP.format(ranked=n, bound=bound)
-                yield from page
                 first_window = False
-            else:
-                run.ranked += n
+            run.ranked += n
             yield from rows
             if last:
                 return
