@@ -9,7 +9,8 @@ process over one index: the `query/` package of commit REV (every module of
 it, read with `git archive` and loaded beside the current one under another
 name) and the current one take turns, alternating which goes first, each
 query warmed and then timed, `--reps` times; it prints the medians side by
-side and asserts that both gave the same answers (sessions and scores). Only
+side and asserts that both gave the same answers (sessions and scores; with
+`--differ`, for a change of plan, it says which differ instead). Only
 the query side differs: the index and the rest of the package (config,
 model, text) are the current ones, so REV's query package must still fit
 them.
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--scope", choices=["all", "busiest"], default="all")
     ap.add_argument("--extra", nargs="*", default=[], help="more term queries")
+    ap.add_argument("--differ", action="store_true",
+                    help="the engines may rank differently (a change of plan): say which answers differ "
+                         "instead of stopping at the first")
     args = ap.parse_args(argv)
     res, db = kept_index(args.run_json)
     if db is None:
@@ -90,16 +94,26 @@ def main(argv: list[str] | None = None) -> int:
                     env = engine.recall(query, question=question, limit=5, **kw)
                     times[name].append((time.perf_counter() - t0) * 1000)
                     answers[name] = [(r.session_id, r.score) for r in env.results]
-            assert answers["base"] == answers["now"], f"the engines disagree on {query or question!r}"
+            same = answers["base"] == answers["now"]
+            assert same or args.differ, f"the engines disagree on {query or question!r}"
             rows.append((label({"query": query, "question": question}),
-                         *(statistics.median(times[n]) for n in engines)))
-    print(f"| query | {args.base} ms | now ms | base / now |\n|---|---:|---:|---:|")
-    for name, b, n in rows:
-        print(f"| {name} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")
+                         *(statistics.median(times[n]) for n in engines), "same" if same else "differ"))
+    print(f"| query | {args.base} ms | now ms | base / now | answers |\n|---|---:|---:|---:|---|")
+    for name, b, n, same in rows:
+        print(f"| {name} | {b:.2f} | {n:.2f} | {b / n:.2f}x | {same} |")
     mix = rows[:len(res["queries"])]
-    for summary, pick in (("median of the run's mix", statistics.median), ("sum of the run's mix", sum)):
+    # The run's ripgrep times over these medians, summed over the term queries, as bench.run's rg_ratio
+    # (a run without ripgrep: -); and the slowest median, which is the p99 of 25 queries' medians.
+    terms = [(q, r) for q, r in zip(res["queries"], mix) if q["query"]]
+    rg = sum(q.get("rg_ms") or 0.0 for q, _ in terms)
+    for summary, pick in (("slowest of the run's mix", max), ("median of the run's mix", statistics.median),
+                          ("sum of the run's mix", sum)):
         b, n = pick([r[1] for r in mix]), pick([r[2] for r in mix])
-        print(f"| {summary} | {b:.2f} | {n:.2f} | {b / n:.2f}x |")
+        print(f"| {summary} | {b:.2f} | {n:.2f} | {b / n:.2f}x | |")
+        if summary.startswith("slowest"):
+            b, n = (sum(r[i] for _, r in terms) for i in (1, 2))
+            ratio = (f"{rg / b:.1f}x | {rg / n:.1f}x" if rg and all(q.get("rg_ms") for q, _ in terms) else "- | -")
+            print(f"| ripgrep's time over it, the {len(terms)} term queries summed | {ratio} | | |")
     return 0
 
 

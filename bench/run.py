@@ -245,7 +245,8 @@ def time_recall(db: Path, queries: list[dict], reps: int) -> list[dict]:
         for q, o in zip(queries, out):  # a second one, to know each query's cost
             ms, env = once(q)
             o.update(status=env.status, results=len(env.results), engine=env.diagnostics.engine,
-                     candidates=env.diagnostics.candidates, sessions_scanned=env.diagnostics.sessions_scanned)
+                     candidates=env.diagnostics.candidates, sessions_scanned=env.diagnostics.sessions_scanned,
+                     ranked=env.diagnostics.ranked, ranked_of=env.diagnostics.ranked_of)
             if ms > QUERY_BUDGET_S * 1000 / reps:
                 o["reps"] = max(3, int(QUERY_BUDGET_S * 1000 / ms))
         # interleaved passes, so that a noisy moment on the machine spreads over all queries

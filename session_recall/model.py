@@ -209,6 +209,10 @@ class Diagnostics(_Out):
     sessions_scanned: int = 0
     scan_budget: int = 0
     candidates: int = 0
+    # A frequent query's bounded plan (docs/recall.md): the candidates ranked
+    # for its first page, of at most how many; both null when every candidate was.
+    ranked: int | None = None
+    ranked_of: int | None = None
     terms: list[str] = Field(default_factory=list)
     reranked: list[str] = Field(default_factory=list)
     index_freshness: dict[str, str | int | None] = Field(default_factory=dict)

@@ -88,14 +88,16 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
                if shutil.which("rg") or not r.startswith("| ripgrep"))
 
     # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
-    # per query of the mix and per extra term, then the median and the sum. HEAD's engine is a real
-    # second engine, loaded from git beside the current one.
+    # per query of the mix and per extra term, then the slowest, ripgrep's time over it, the median and
+    # the sum. HEAD's engine is a real second engine, loaded from git beside the current one.
     ab = subprocess.run([sys.executable, "-m", "bench.query_ab", str(out), "--base", "HEAD",
                          "--reps", "1", "--extra", "qzxjvkwy"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert ab.returncode == 0, ab.stdout[-3000:] + ab.stderr[-3000:]
     rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
-    assert len(rows) == len(data["queries"]) + 1 + 2
-    assert rows[-2].startswith("| median of the run's mix |") and rows[-1].startswith("| sum of the run's mix |")
+    assert len(rows) == len(data["queries"]) + 1 + 4
+    assert [r.split(" | ")[0] for r in rows[-4:]] == [
+        "| slowest of the run's mix", f"| ripgrep's time over it, the {sum(1 for q in data['queries'] if q['query'])}"
+        " term queries summed", "| median of the run's mix", "| sum of the run's mix"]
 
     # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
     # asserts that), one row per query of the mix, then the median and the sum.

@@ -101,7 +101,31 @@ def test_no_fallback_scan_for_an_and_with_a_word_no_message_holds(proj, corpus):
     with statements(ix) as seen:
         env = ix.recall("简历 模板", cwd=str(proj), limit=10)
     assert env.status == "partial" and len(env.results) == 5  # a passage per turn: both its messages
-    assert scans(seen) == 5  # the fallback visited the five sessions
+    # The fallback served, and scanned nothing: an index cut by this
+    # tokenizer holds every CJK match of every stored message.
+    assert scans(seen) == 0
+
+
+def test_the_cjk_fallback_scans_what_the_index_cannot_vouch_for(proj, corpus):
+    """A zero-hit CJK query scans the stored text only where the index's
+    tokens are not this tokenizer's (an index waiting for its rebuild):
+    there, the five sessions; the scan finds the match the stale tokens miss."""
+    for i in range(5):
+        corpus.session(f"s{i}", proj).message("m1", f"简历 draft {i}")
+    ix = corpus.open()
+    env = ix.recall("简历模板", cwd=str(proj))
+    d = env.diagnostics
+    assert (env.status, d.engine, d.sessions_scanned, d.scan_budget) == ("no_match", "cjk-fallback", 0, 200)
+    assert "scan" not in env.gaps
+    # An index whose tokens are not those of its text (built by another
+    # tokenizer, before the rebuild): the text says 简历模板, the tokens do not.
+    with ix.store.atomic():
+        ix.store.conn.execute("UPDATE meta SET value = '1' WHERE key = 'tokenizer_version'")
+        ix.store.conn.execute("UPDATE messages SET text = '简历模板 draft' WHERE id = (SELECT min(id) FROM messages)")
+    with statements(ix) as seen:
+        env = ix.recall("简历模板", cwd=str(proj))
+    assert (env.status, env.diagnostics.engine, env.diagnostics.sessions_scanned) == ("ok", "cjk-fallback", 5)
+    assert sum("0.0 FROM messages WHERE session = ?" in sql for sql, _ in seen) == 5
 
 
 @pytest.mark.parametrize("ranked_first", [True, False])
@@ -290,7 +314,8 @@ def test_a_recall_reads_one_snapshot_while_a_writer_commits(proj, corpus, monkey
 
 @pytest.mark.parametrize("query, statement, index", [
     ("ledger", "message_fts MATCH", "COVERING INDEX messages_rank"),  # ranking the matches
-    ("㐂㐄", "SELECT s.id FROM sessions s", "COVERING INDEX messages_recency"),  # the scans' session order
+    # the scans' session order (a term of symbols alone, which the index cannot represent)
+    ("->", "SELECT s.id FROM sessions s", "COVERING INDEX messages_recency"),
 ])
 def test_recall_reads_through_its_indexes(proj, corpus, query, statement, index):
     for i in range(3):

@@ -47,6 +47,15 @@ DETECT_LINES = 8
 OPTIMIZE_MIN_ADDED = 10_000
 
 
+def _written(path: str) -> tuple[int, str]:
+    """A log's modification time (0 if it cannot be read now: its error is
+    counted where it is read), then its path."""
+    try:
+        return os.stat(path).st_mtime_ns, path
+    except OSError:
+        return 0, path
+
+
 @dataclass
 class SyncReport:
     sources: list[dict] = field(default_factory=list)
@@ -316,7 +325,10 @@ class Syncer:
         # The files' rows (a first pass adds one per log) are written in the
         # group's transaction, not one transaction each.
         self._open_group().join()
-        for real in found_real:
+        # Oldest first (by modification time, then path), so message row ids
+        # follow the time logs were written in (the query plan reads the
+        # newest row ids first: docs/recall.md).
+        for real in sorted(found_real, key=_written):
             if self.stop_requested:
                 break
             n_files += self._sync_file(source_id, kind, real, problems, jobs)

@@ -118,6 +118,14 @@ class Ranking:
     # 0.5) is taken again ranked_growth times larger, up to ranked_rounds pages.
     ranked_rounds: int = 2
     ranked_growth: int = 8
+    # The plan by match count (retrieve.Retriever.windowed; docs/recall.md): a
+    # query with more than plan_window candidates (fts5vocab's counts) ranks
+    # its plan_window newest first, a window widened plan_growth times while it
+    # holds too few in scope, up to plan_max_window; older candidates follow,
+    # window by window. Ranking costs what the candidates scored cost.
+    plan_window: int = 2048
+    plan_growth: int = 4
+    plan_max_window: int = 32768
     # Partial matches (no message has every term) are looked for only in queries
     # of at most this many terms: each candidate of the ORed terms is checked for
     # every term, and a pasted 100 KB query of thousands of terms would take minutes.

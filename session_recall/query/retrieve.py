@@ -26,6 +26,7 @@ from ..config import Settings
 from ..model import Engine
 from ..rows import one
 from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
+from ..text.tokens import TOKENIZER_VERSION
 from . import rank
 from .gates import Scope, session_path
 from .match import needs_collapse, occurs
@@ -99,6 +100,9 @@ class Run:
     sessions_scanned: int = 0
     reranked: list[str] = field(default_factory=list)
     gaps: dict[str, str] = field(default_factory=dict)
+    # the bounded plan (Retriever.windowed): candidates ranked, of at most how many
+    ranked: int = 0
+    ranked_of: int | None = None
 
 
 @dataclass
@@ -181,6 +185,7 @@ class Retriever:
         self.conn = conn
         self.settings = settings
         self.ranking = ranking
+        self._vocab = False  # the temp fts5vocab table is on the connection
 
     # --- the scope in SQL ---------------------------------------------------------
 
@@ -263,7 +268,7 @@ class Retriever:
         return score, keys
 
     def fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None,
-            bm25: str | None = None) -> Iterator[tuple]:
+            bm25: str | None = None, window: tuple[int, int | None] | None = None) -> Iterator[tuple]:
         """Candidates in rank order. Only keys and scores are sorted (every
         match is scored); the text of a candidate is read when verification
         reaches it.
@@ -279,18 +284,27 @@ class Retriever:
         joining first, SQLite scores only the matches in scope.
 
         `bm25`: the score call of a confined caller (rank.confined_bm25),
-        which also skips the ranked page: its proof needs FTS5's own order."""
+        which also skips the ranked page: its proof needs FTS5's own order.
+
+        `window` (lo, hi): only the matches with lo <= rowid < hi (hi None:
+        no upper end), a window of the bounded plan (windowed)."""
         score, keys = self.order_sql(run)
+        head: list[str | int] = [expr]
+        if window is not None:
+            expr_sql = " AND message_fts.rowid >= ?" + (" AND message_fts.rowid < ?" if window[1] is not None else "")
+            head += [w for w in window if w is not None]
+        else:
+            expr_sql = ""
         order = ", ".join(keys + ["score", "m.ts DESC", "m.id DESC"])
         # the filters are ANDed to the scope where messages are joined (not
         # where sessions alone are counted)
         filter_sql, filter_params = run.filters.sql()
         sql = (f"SELECT {_COLS}, {score.format(bm25=bm25 or 'bm25(message_fts)')} AS score FROM message_fts "
-               f"{_JOINS.format('message_fts.rowid')} WHERE message_fts MATCH ?{scope_sql}{filter_sql} "
+               f"{_JOINS.format('message_fts.rowid')} WHERE message_fts MATCH ?{expr_sql}{scope_sql}{filter_sql} "
                f"ORDER BY {order}")
         params_m = [*params, *filter_params]
         if first is None:
-            yield from self.conn.execute(sql, [expr, *params_m])
+            yield from self.conn.execute(sql, [*head, *params_m])
             return
         n = 0  # rows yielded
         # a re-rank would prove next to nothing
@@ -303,20 +317,20 @@ class Retriever:
                 return
             share = scoped / total
         if ranked and share >= self.ranking.ranked_first_share:
-            proven = yield from self._ranked_first(expr, scope_sql + filter_sql, params_m, score, order, first,
-                                                   share)
+            proven = yield from self._ranked_first(head, expr_sql, scope_sql + filter_sql,
+                                                   params_m, score, order, first, share)
             if proven is None:
                 return
             n = proven
         page = 0
-        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [expr, *params_m, first, n]):
+        for row in self.conn.execute(sql + " LIMIT ? OFFSET ?", [*head, *params_m, first, n]):
             page += 1
             yield row
         if page == first:
-            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [expr, *params_m, n + first])
+            yield from self.conn.execute(sql + " LIMIT -1 OFFSET ?", [*head, *params_m, n + first])
 
-    def _ranked_first(self, expr: str, scope_sql: str, params: list, score: str, order: str, first: int,
-                      share: float) -> Generator[tuple, None, int | None]:
+    def _ranked_first(self, head: list, expr_sql: str, scope_sql: str, params: list, score: str, order: str,
+                      first: int, share: float) -> Generator[tuple, None, int | None]:
         """The ranked first page: FTS5's best matches by plain bm25
         (ranked_page x `first`, over the scope's share) from its top-N sort
         before any join: joining every match to read its role, session and
@@ -336,10 +350,10 @@ class Retriever:
             whole, proven = False, 0
             for *row, taken, worst in self.conn.execute(
                     "WITH top(id, b) AS MATERIALIZED (SELECT rowid, bm25(message_fts) FROM message_fts "
-                    "WHERE message_fts MATCH ? ORDER BY 2 LIMIT ?) "
+                    f"WHERE message_fts MATCH ?{expr_sql} ORDER BY 2 LIMIT ?) "
                     f"SELECT {_COLS}, {score.format(bm25='top.b')} AS score, "
                     f"(SELECT count(*) FROM top), (SELECT max(b) FROM top) FROM top {_JOINS.format('top.id')} "
-                    f"WHERE 1 = 1{scope_sql} ORDER BY {order}", [expr, top, *params]):
+                    f"WHERE 1 = 1{scope_sql} ORDER BY {order}", [*head, top, *params]):
                 whole = taken < top  # every match was taken: these rows are the answer
                 if not (whole or worst < 0 and row[-1] < worst * r.max_role_weight):
                     break  # a match not taken may come before this row
@@ -351,6 +365,79 @@ class Retriever:
                 return None
             top *= r.ranked_growth
         return n
+
+    # --- the plan by match count -------------------------------------------------------
+
+    def candidates_bound(self, terms: list[Term], any_term: bool) -> int:
+        """At most how many rows FTS5 gives as candidates of the terms,
+        from the index's own counts of rows per token (fts5vocab): a phrase
+        has at most the rows of its rarest token, a prefix token at most
+        the rows of every token it starts (summed), an AND at most the rows
+        of its rarest term, an OR at most their sum. Exact for one token."""
+        if not self._vocab:
+            self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab "
+                              "USING fts5vocab(main, message_fts, row)")
+            self._vocab = True
+
+        def rows(token: str, prefix: bool) -> int:
+            if not prefix:
+                return one(self.conn.execute("SELECT coalesce(max(doc), 0) FROM temp.recall_vocab WHERE term = ?",
+                                             (token,)))[0]
+            return one(self.conn.execute(
+                "SELECT coalesce(sum(doc), 0) FROM temp.recall_vocab WHERE term >= ? AND term < ?",
+                (token, token[:-1] + chr(ord(token[-1]) + 1))))[0]
+
+        per_term = []
+        for t in terms:
+            toks = t.tokens.tokens
+            per_term.append(min(rows(tok, t.tokens.prefix and i == len(toks) - 1) for i, tok in enumerate(toks)))
+        return sum(per_term) if any_term else min(per_term)
+
+    def windowed(self, expr: str, scope_sql: str, params: list, run: Run, first: int,
+                 bound: int) -> Iterator[tuple]:
+        """The bounded plan of a frequent query (at most `bound` candidates,
+        more than Ranking.plan_window): its candidates in windows of row ids,
+        newest first (row ids follow the order messages were indexed in:
+        docs/recall.md). The first window holds the plan_window newest
+        candidates; while it holds fewer than `first` in scope and filters, it
+        widens plan_growth times, up to plan_max_window candidates or all of
+        them. Its candidates are ranked by one statement (fts, the order every
+        match would be in) and read; a caller that reads on gets the next window of older
+        candidates, plan_growth times larger, ranked among themselves, and so
+        on to the oldest. Every candidate is still read and verified, so the
+        matches are exactly those of the whole plan; what the plan bounds is
+        which candidates one ranking compares. `run.ranked` counts the
+        candidates of the windows opened, `run.ranked_of` is `bound`."""
+        r = self.ranking
+        run.ranked_of = bound
+        size = r.plan_window
+        hi: int | None = None
+        first_window = True
+        while True:
+            upper = "" if hi is None else " AND rowid < ?"
+            lo, n = one(self.conn.execute(
+                "SELECT min(rowid), count(*) FROM (SELECT rowid FROM message_fts "
+                f"WHERE message_fts MATCH ?{upper} ORDER BY rowid DESC LIMIT ?)",
+                [expr, *([] if hi is None else [hi]), size]))
+            if not n:
+                return
+            last = n < size  # the window reaches the oldest candidate
+            # One statement ranks the whole window (its rows are few): FTS5's
+            # bm25 walks every candidate of the table once per statement for
+            # its document frequencies, which costs more than scoring the window.
+            rows = list(self.fts(expr, scope_sql, params, run, window=(lo, hi)))
+            if first_window:
+                if len(rows) < first and not last and size < r.plan_max_window:
+                    size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
+                    continue
+                if not last and "ranking" not in run.gaps:
+                    run.gaps["ranking"] = E_RANKING_GAP.format(ranked=n, bound=bound)
+                first_window = False
+            run.ranked += n
+            yield from rows
+            if last:
+                return
+            hi, size = lo, size * r.plan_growth
 
     # --- the scan ---------------------------------------------------------------------
 
@@ -430,8 +517,13 @@ class Retriever:
         expr = fts_query(indexed, any_term)
         run.engine = "fts"
         found = False
-        rows = self.fts(expr, scope_sql, params, run, first=first,
-                        bm25=rank.confined_bm25(self.conn, [fts_phrase(t.tokens) for t in indexed], universe))
+        bm25 = rank.confined_bm25(self.conn, [fts_phrase(t.tokens) for t in indexed], universe)
+        bound = None
+        if first is not None and bm25 is None and not self.settings.pinned_cwds:
+            bound = self.candidates_bound(indexed, any_term)
+        rows = (self.windowed(expr, scope_sql, params, run, first, bound)
+                if first is not None and bound is not None and bound > self.ranking.plan_window
+                else self.fts(expr, scope_sql, params, run, first=first, bm25=bm25))
         for hit in self.verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
@@ -442,9 +534,23 @@ class Retriever:
             # no candidate of anywhere: candidates are a superset of the
             # matches, so no message holds that term, and none the AND.
             run.engine = "cjk-fallback"
+            if self.vouched():
+                # The index was cut by this tokenizer, and its bigrams hold
+                # every CJK match of every message stored (the differential
+                # test): there is nothing it cannot vouch for to scan.
+                return
             yield from scanned()
 
+    def vouched(self) -> bool:
+        """Whether the index's tokens are those of this code's tokenizer, so
+        its candidates hold every match of every stored message; an index
+        waiting for its rebuild after a tokenizer change is not."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'tokenizer_version'").fetchone()
+        return row is not None and row[0] == str(TOKENIZER_VERSION)
 
+
+E_RANKING_GAP = ("a frequent query: its page was ranked among the {ranked:,} most recently indexed of at most "
+                 "{bound:,} candidates; older matches follow on later pages, ranked among themselves")
 _COLS = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
 # The covering index (migration m005): SQLite would look each match up in the
 # table itself, one wide page per row.
