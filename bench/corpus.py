@@ -1,6 +1,6 @@
 """A deterministic generator of session logs in the canonical format, for the benchmarks.
 
-    python -m bench.corpus --size-mb 25 [--profile mixed|noise|cjk] [--out bench/out]
+    python -m bench.corpus --size-mb 25 [--profile mixed|noise|cjk|chat] [--out bench/out]
 
 Everything here is seeded: the same parameters give byte-identical logs and the
 same query mix, so a corpus can be regenerated anywhere instead of committed.
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import importlib.resources
 import itertools
@@ -107,6 +108,7 @@ def small_english_weights() -> list[float]:
     return list(itertools.accumulate(1.0 / (r + 2) for r in range(len(SMALL_ENGLISH))))
 
 
+@functools.cache  # read once per process: a test makes several corpora
 def load_english() -> tuple[list[str], list[int]]:
     """Words and cumulative counts of the shipped English frequency list."""
     words: list[str] = []
@@ -120,6 +122,7 @@ def load_english() -> tuple[list[str], list[int]]:
     return words, list(itertools.accumulate(counts))
 
 
+@functools.cache
 def load_jieba_dict() -> tuple[list[str], list[int]]:
     """Words and cumulative frequencies of jieba's bundled dict.txt (CJK-only words)."""
     try:
@@ -302,7 +305,11 @@ class Params:
     cjk_share: float = 0.3  # share of searchable text bytes that are CJK characters
     noise_share: float = 0.96  # share of lines that are noise (8,187 text events among 187,706 lines in one real corpus)
     tool_share: float = 0.86  # share of searchable bytes in tool results (86 % in one real workspace)
-    sessions: int = 0  # 0: two per MB of log, at least 2
+    sessions: int = 0  # 0: sessions_per_mb per MB of log, at least 2
+    sessions_per_mb: float = 2.0
+    # "agent": a turn is a prompt, tool steps and an answer; "chat": a prompt
+    # and an answer, short (median message about 400 bytes), a tool step rarely
+    style: str = "agent"
     cwds: int = 12  # distinct project folders the sessions belong to
     delta_share: float = 0.1  # share of assistant messages streamed as message_delta lines before settling
     noise_bytes: int = 300  # median size of a noise line's payload (progress output, snapshots)
@@ -310,7 +317,7 @@ class Params:
     max_message_bytes: int = 1_000_000  # cap of one message's text
 
     def n_sessions(self) -> int:
-        return self.sessions or max(2, round(self.size_mb * 2))
+        return self.sessions or max(2, round(self.size_mb * self.sessions_per_mb))
 
     def key(self) -> str:
         """A short stable name for these parameters (the corpus folder's suffix)."""
@@ -334,6 +341,11 @@ PROFILES: dict[str, dict] = {
     # CJK-heavy text: half the lines noise, as much Chinese as the generator
     # makes (about half of the text bytes; the target in MB/s of text)
     "cjk": {"cjk_share": 0.5, "noise_share": 0.5},
+    # chat-sized messages, as in the published chat corpora the messages/s
+    # target is stated on: a prompt of about 200 bytes and an answer of about
+    # 650 (median of all messages about 400), a tool step in one turn of
+    # ten, a fifth of the lines noise, shorter sessions (ten per MB)
+    "chat": {"cjk_share": 0.25, "noise_share": 0.2, "tool_share": 0.05, "style": "chat", "sessions_per_mb": 10.0},
 }
 
 
@@ -372,10 +384,12 @@ class _Stats:
         self.messages = self.streamed = self.unsettled = 0
         self.text_bytes = self.cjk_bytes = self.tool_result_bytes = 0
         self.by_role: dict[str, int] = {}
+        self.sizes: list[int] = []  # bytes of each message's searchable text
 
     def text(self, role: str, text: str) -> None:
         b = len(text.encode("utf-8"))
         self.text_bytes += b
+        self.sizes.append(b)
         self.cjk_bytes += sum(len(run.encode("utf-8")) for run in CJK_RUN.findall(text))
         if role == "tool_result":
             self.tool_result_bytes += b
@@ -453,6 +467,9 @@ class _Session:
         self._emit(obj)
 
     def write_turn(self, last: bool, budget: float) -> None:
+        if self.g.p.style == "chat":
+            self.chat_turn(last)
+            return
         g, rng, tg, p = self.g, self.g.rng, self.g.tg, self.g.p
         self.turn_n += 1
         turn = f"t{self.turn_n}"
@@ -473,6 +490,21 @@ class _Session:
         # the answer, streamed sometimes
         stream = rng.random() < p.delta_share
         text = tg.body(_lognorm(rng, 450, 1.0, 10, 40_000), g.chinese(), 0.08)
+        self.message("assistant", text, turn, stream=stream, settle=not (last and stream and rng.random() < 0.5))
+        if self.turn_n == 1 and rng.random() < 0.5:
+            title = " ".join(tg.en.take(rng.randint(2, 5))) if not g.chinese() else "".join(tg.zh.take(3))
+            self._emit({"type": "title", "session_id": self.sid, "title": title})
+
+    def chat_turn(self, last: bool) -> None:
+        """A chat exchange: a prompt, now and then a tool step, an answer."""
+        g, rng, tg, p = self.g, self.g.rng, self.g.tg, self.g.p
+        self.turn_n += 1
+        turn = f"t{self.turn_n}"
+        self.message("user", tg.body(_lognorm(rng, 200, 0.9, 8, 20_000), g.chinese(), 0.0), turn)
+        if rng.random() < 0.1:
+            self.tool_step(turn)
+        stream = rng.random() < p.delta_share
+        text = tg.body(_lognorm(rng, 650, 0.8, 10, 40_000), g.chinese(), 0.05)
         self.message("assistant", text, turn, stream=stream, settle=not (last and stream and rng.random() < 0.5))
         if self.turn_n == 1 and rng.random() < 0.5:
             title = " ".join(tg.en.take(rng.randint(2, 5))) if not g.chinese() else "".join(tg.zh.take(3))
@@ -712,6 +744,7 @@ def generate(p: Params, root: Path) -> Corpus:
             "delta_lines": st.delta_lines,
             "messages": st.messages,
             "messages_by_role": dict(sorted(st.by_role.items())),
+            "median_message_bytes": sorted(st.sizes)[len(st.sizes) // 2] if st.sizes else 0,
             "streamed_messages": st.streamed,
             "unsettled_messages": st.unsettled,
             "searchable_text_bytes": st.text_bytes,
@@ -889,7 +922,8 @@ def describe(c: Corpus) -> str:
     t = c.manifest["totals"]
     return (f"{t['raw_bytes'] / 1e6:.1f} MB of logs in {t['files']} files ({t['cwds']} cwds), "
             f"{t['lines']:,} lines ({100 * t['noise_line_share']:.1f}% noise), {t['messages']:,} messages "
-            f"({t['streamed_messages']:,} streamed), {t['searchable_text_bytes'] / 1e6:.1f} MB searchable text "
+            f"({t['streamed_messages']:,} streamed, median {t.get('median_message_bytes', 0):,} bytes), "
+            f"{t['searchable_text_bytes'] / 1e6:.1f} MB searchable text "
             f"({100 * t['cjk_share']:.0f}% CJK bytes, {100 * t['tool_result_share']:.0f}% in tool results)")
 
 

@@ -1,6 +1,6 @@
 """The benchmark of issue 5: every figure beside its baseline, measured in one run.
 
-    python -m bench.run --size-mb N [--json OUT.json] [--corpus DIR] [--profile noise|cjk|mixed]
+    python -m bench.run --size-mb N [--json OUT.json] [--corpus DIR] [--profile noise|cjk|mixed|chat]
 
 Builds (or reuses) a deterministic corpus of canonical logs (bench/corpus.py),
 then measures, on that corpus and this machine, in this order:

@@ -146,3 +146,16 @@ def test_the_redaction_bench_runs_and_writes_its_figures(tmp_path: Path) -> None
     assert 0 <= data["corpus"]["fp_share"] < 0.01 and data["corpus"]["mb_s"] > 0
     assert data["dense"]["doubling"] > 0 and data["long_line"]["doubling"] > 0
     assert "false positives, corpus:" in proc.stdout
+
+
+def test_the_chat_profile_writes_short_messages(tmp_path: Path) -> None:
+    """The `chat` corpus (issue 21): chat-sized messages, a median of about
+    400 bytes of text, few tool results; the agent profiles keep their style."""
+    sys.path.insert(0, str(ROOT))
+    from bench import corpus as C
+
+    t = C.generate(C.params_for("chat", 0.3), tmp_path / "chat").manifest["totals"]
+    assert 300 <= t["median_message_bytes"] <= 500, t
+    assert t["tool_result_share"] < 0.15, t
+    assert t["messages_by_role"]["user"] >= 0.4 * t["messages"], t
+    assert C.params_for("mixed", 1).style == "agent"

@@ -109,3 +109,50 @@ def test_in_a_chinese_question_an_identifier_outweighs_the_words_around_it(proj,
     question = "上次 compaction 改了哪些文件"
     assert _order(ix, question, proj)[0] == "gold"
     assert _order(ix, question, proj, latin_in_cjk=1.0)[0] == "frame"
+
+
+def test_a_question_ranks_every_candidate_however_many_it_has(proj, corpus, monkeypatch):
+    """The plan by match count ranks a frequent term query's newest window
+    first; a question is not windowed (docs/recall.md): its keywords are
+    ORed, so over a long history nearly every question has more candidates
+    than a window, and the old message that holds all of its keywords must
+    still come first."""
+    from tests.helpers import set_ranking
+
+    old = corpus.session("old", proj, started_at="2026-01-05T09:00:00Z")
+    old.message("u1", "we fixed the flaky deploy script by pinning the rsync version")
+    for i in range(12):  # newer sessions holding one keyword each
+        s = corpus.session(f"new{i:02d}", proj, started_at=f"2026-11-{i + 1:02d}T09:00:00Z")
+        s.message("u1", f"the deploy went out on day {i}")
+        s.message("u2", f"rsync copied the files again {i}")
+    ix = corpus.open()
+    set_ranking(monkeypatch, ix, plan_window=4, plan_growth=2, plan_max_window=8, question_pool=4,
+                question_first_page=8)
+    env = ix.recall(query="", question="how did we fix the flaky deploy script with rsync?", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert env.results[0].session_id == "old"
+    assert env.diagnostics.ranked_of is None  # every candidate ranked at once
+    # a term query over the same index is windowed: its newest candidates first
+    env = ix.recall("deploy", cwd=str(proj))
+    assert env.diagnostics.ranked_of == 13 and env.results[0].session_id != "old"
+
+
+def test_a_file_name_in_a_question_is_one_keyword_as_well_as_its_words(proj, corpus, monkeypatch):
+    """`hello.py` in a question is a keyword of its own beside `hello` and
+    `py` (keywords.COMPOUNDS): the turn that names the file comes before one
+    that holds its words apart."""
+    import session_recall.query.keywords as K
+
+    corpus.session("apart", proj, started_at="2026-11-20T09:00:00Z").message(
+        "u1", "write hello in the py launcher")
+    corpus.session("named", proj, started_at="2026-11-10T09:00:00Z").message("u1", "add a comment to hello.py")
+    for i in range(3):  # `write` is a common word here; the file name is not
+        corpus.session(f"other{i}", proj).message("u1", f"write the changelog again ({i})")
+    ix = corpus.open()
+    question = "what did we write in hello.py?"
+    assert ("hello.py",) in K.keyword_groups(question)
+    env = ix.recall(query="", question=question, cwd=str(proj))
+    assert [r.session_id for r in env.results][:2] == ["named", "apart"]
+    monkeypatch.setattr(K, "COMPOUNDS", None)  # the words alone: the other turn holds more of them
+    env = ix.recall(query="", question=question, cwd=str(proj))
+    assert [r.session_id for r in env.results][:2] == ["apart", "named"]

@@ -275,3 +275,49 @@ def test_attachment_names_and_ids_holding_a_secret_are_redacted_at_ingest():
     assert token not in prep.attachments and "A1b2C3d4" not in prep.body
     assert re.fullmatch(r"redacted-[0-9a-f]{16}", stored["id"]) and prep.secrets == 2
     assert re.fullmatch(r"^[A-Za-z0-9_-]{1,128}$", stored["id"])
+
+
+# --- the held tail of a stream ----------------------------------------------------
+
+LONG_RUN = st.sampled_from(["", "", ("中" * 40 + " ") * 110, ("QUJD" * 12 + "\n") * 100, " " * 4200])
+
+
+@settings(max_examples=min(EXAMPLES, 12), deadline=None)
+@given(LONG_RUN, TEXT, st.sampled_from(["", "\n", "A" * 4090, "A" * 4097, "\n  QUJD\n", "password = ", "Bearer "]),
+       TEXT)
+def test_the_held_tail_is_found_where_the_whole_search_finds_it(head: str, a: str, middle: str, b: str):
+    """_last_word and _long_tail start the search of the last 8 KiB where a
+    match can begin: they find what searching from every position finds."""
+    text = head + a + middle + b
+    start = max(0, len(text) - 8192)
+    for fast, pattern in ((R._last_word, R._LAST_WORD), (R._long_tail, R._LONG_TAIL)):
+        want, got = pattern.search(text, start), fast(text)
+        assert (want and want.span()) == (got and got.span()), pattern.pattern[:20]
+
+
+@pytest.mark.parametrize("text", ["Bearer " + "QUJD" * 1025, "中文 " * 2000 + "password=\nQUJD\n  QUJD\n"],
+                         ids=["a word of 4,100 characters", "a key and lines after"])
+def test_the_held_tail_of_a_long_word_is_found_where_the_whole_search_finds_it(text: str):
+    test_the_held_tail_is_found_where_the_whole_search_finds_it.hypothesis.inner_test("", text, "", "")
+
+
+def test_finding_a_streams_held_tail_costs_less_than_redacting_its_text():
+    """A streamed message's text is searched for a held tail at every
+    fragment: it must not cost a try of the whole pattern at each of the
+    last 8 KiB's positions (20 times the redaction of a 2 KB text)."""
+    import time
+
+    r = R.Redactor(KEY)
+    text = ("The build reads each log once, and the index keeps what it read. " * 120)[:6000]
+
+    def best(fn) -> float:
+        out = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            fn()
+            out = min(out, time.perf_counter() - t)
+        return out
+
+    redact = best(lambda: r.redact(text, keep_placeholders=True))
+    tail = best(lambda: (R._last_word(text), R._long_tail(text)))
+    assert tail < redact, (tail, redact)

@@ -90,6 +90,11 @@ class Writer:
         self._prompted: set[int] = set()  # sessions whose prompt is set (or was tried) in this pass
         self._leaves: bool | None = None  # whether any title waits for its leaf (None: not looked yet)
         self.counts: Counter[str] = Counter()
+        # Messages and index tokens each session gained in the batch being
+        # applied, added to its totals (sessions.n_messages, n_tokens) at the
+        # end of the batch, in its transaction (migration m010 says why not
+        # by trigger).
+        self._totals: dict[int, list[int]] = {}
         # Events refused here, by reason (a delta after its message settled);
         # the caller records them with the batch, like lines the parser skipped.
         self.skips: Counter[str] = Counter()
@@ -100,6 +105,7 @@ class Writer:
         self._next_seq.clear()
         self._prompted.clear()
         self._leaves = None
+        self._totals.clear()
         self.skips.clear()
 
     def _redact(self, text: str) -> str:
@@ -130,6 +136,23 @@ class Writer:
 
     def apply(self, source: str, file_id: int, events) -> None:
         """Write one batch's events (the caller moves the generation on)."""
+        try:
+            self._apply(source, file_id, events)
+        except BaseException:
+            self._totals.clear()  # the caller rolls the batch back
+            raise
+        for session, (n, tokens) in self._totals.items():
+            self.conn.execute("UPDATE sessions SET n_messages = n_messages + ?, n_tokens = n_tokens + ? WHERE id = ?",
+                              (n, tokens, session))
+        self._totals.clear()
+
+    def _count(self, session: int, messages: int, tokens: int) -> None:
+        """Add to a session's totals at the end of the batch."""
+        t = self._totals.setdefault(session, [0, 0])
+        t[0] += messages
+        t[1] += tokens
+
+    def _apply(self, source: str, file_id: int, events) -> None:
         for ev in events:
             if isinstance(ev, MessageEvent):
                 self._message(source, file_id, ev)
@@ -257,6 +280,7 @@ class Writer:
              int(nfkc), ntok),
         )
         if self.conn.changes():
+            self._count(session, 1, ntok)
             if held is not None:
                 self.held[key] = held
             self.counts["secrets_redacted"] += prep.secrets
@@ -268,8 +292,8 @@ class Writer:
             self._leaf_of(source, session, ev.message_id)
             return
         self._next_seq[session] -= 1  # the seq was not used
-        rowid, old_settled, old_text, old_file = one(self.conn.execute(
-            "SELECT id, settled, text, file_id FROM messages WHERE session = ? AND message_id = ?",
+        rowid, old_settled, old_text, old_file, old_ntok = one(self.conn.execute(
+            "SELECT id, settled, text, file_id, ntok FROM messages WHERE session = ? AND message_id = ?",
             (session, ev.message_id),
         ))
         if ev.settled and old_settled and old_file == file_id:
@@ -318,6 +342,7 @@ class Writer:
             "nfkc = ?, ntok = ? WHERE id = ?",
             (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, int(nfkc), ntok, rowid),
         )
+        self._count(session, 0, ntok - old_ntok)
         self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1
         self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))

@@ -767,6 +767,11 @@ class Syncer:
                 if new != title:
                     self.conn.execute("UPDATE leaf_titles SET title = ? WHERE source = ? AND leaf = ?",
                                       (new, source, leaf))
+            # Their token counts changed with them (the writer keeps the
+            # totals of what it writes; this pass wrote around it).
+            self.conn.execute(
+                "UPDATE sessions SET n_messages = (SELECT count(*) FROM messages WHERE session = sessions.id), "
+                "n_tokens = (SELECT coalesce(sum(ntok), 0) FROM messages WHERE session = sessions.id)")
             self.store.set_meta("tokenizer_version", str(TOKENIZER_VERSION))
             self.store.set_meta("redactor_version", str(REDACTOR_VERSION))
             self.store.set_meta("projection_version", str(PROJECTION_VERSION))

@@ -305,6 +305,20 @@ def m009_titles(conn: apsw.Connection) -> None:
     """)
 
 
+@migration
+def m010_session_totals_by_the_writer(conn: apsw.Connection) -> None:
+    # The per-session totals of m006 are kept by the indexer's Writer
+    # (indexer/ingest.py), a batch at a time, instead of by triggers on
+    # insert and update: an INSERT that fires a trigger runs with a statement
+    # journal (SQLite must be able to undo that statement alone), so every
+    # message written copied each page it touched (its row's, its overflow
+    # pages, six index pages) to the journal first. That was more than half
+    # of the writer's time in SQLite (docs/benchmarks.md, "What each lever
+    # bought"). Deletes, which take many paths and are rare, keep theirs.
+    conn.execute("DROP TRIGGER IF EXISTS messages_stats_insert")
+    conn.execute("DROP TRIGGER IF EXISTS messages_stats_update")
+
+
 def applied(conn: apsw.Connection) -> list[str]:
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]

@@ -95,14 +95,17 @@ class Ranking:
     latin_in_cjk: float = 3.0
     # Question mode re-scores only the first question_pool verified hits in bm25
     # order (bm25 already favours messages holding more keywords). Measured with
-    # bench/quality/evaluate.py --set all (docs/quality.md): every figure is the same
-    # at a pool of 100, 300, 1,000 or 5,000, and moves first at 30 (message
-    # hit@5 on CMRC 0.947 -> 0.945); 200 keeps a wide margin and makes a common
-    # question on the bench's 250 MB corpus cost tens of ms, not seconds.
-    question_pool: int = 200
+    # bench/quality/evaluate.py (docs/quality.md): on CMRC and Cranfield every
+    # figure is the same at a pool of 100, 300, 1,000 or 5,000; on the tuning
+    # halves of the dialogue sets 100 against 200 gives session hit@1 0.303
+    # against 0.306 (DREAM) and 0.276 against 0.278 (C3), the coding set and
+    # Cranfield the same, for a median 30 to 65 % lower: each pooled hit is a
+    # candidate read, folded and verified, and a long tool result costs
+    # milliseconds to fold.
+    question_pool: int = 100
     # ...so question mode reads a first page of twice the pool (verification
     # drops few: a candidate holds a keyword's tokens), then the rest if needed.
-    question_first_page: int = 2 * 200
+    question_first_page: int = 2 * 100
     # A term query reads its best fts_first_page candidates first (a limit of 5
     # verifies a handful), and the rest by one more query only if it reads on
     # (retrieve.Retriever.fts).

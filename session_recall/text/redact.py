@@ -620,10 +620,10 @@ class Redactor:
         elif stored.endswith(PLACEHOLDER_CLOSE):
             fragment = _after_continuation(stored, fragment)
         text, n = self.redact(stored + fragment, keep_placeholders=True)
-        tail = _LAST_WORD.search(text, max(0, len(text) - 8192))
+        tail = _last_word(text)
         if tail and has_trigger(tail.group()) and not tail.group().endswith(PLACEHOLDER_CLOSE):
             return text[: tail.start()] + PENDING, n, tail.group()
-        run = _LONG_TAIL.search(text, max(0, len(text) - 8192))
+        run = _long_tail(text)
         if run:
             return text[: run.start()] + PENDING, n, run.group()
         return text, n, None
@@ -643,6 +643,50 @@ _LAST_WORD = re.compile(
 _LONG_TAIL = re.compile(
     rf"(?<![{_B64}=])(?!(?:[A-Z]?[a-z]{{1,4096}}|[A-Z]{{1,4096}}|[0-9]{{1,4096}})\r?\n?\Z)[{_B64}=]{{8,4096}}"
     rf"(?:\r?\n[ \t]{{0,8}}[{_B64}=]{{1,76}}){{0,2}}\r?\n?\Z")
+# Where a match of each can start. Both end at the end of the text, so
+# searching from every position of the last 8 KiB (as they are written to
+# be asked) costs a try per position: 4 ms for a 2 KB text, for every
+# fragment of every streamed message. _last_word and _long_tail start the
+# same search where a match can first begin, so they find the same match.
+_SPACE = re.compile(r"\s")
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+# The longest text _LAST_WORD's optional head before the word can hold:
+# `-- ` + 40 letters + `password` + quotes, blanks and `=` (67 characters).
+_HEAD = 80
+# What can follow the first run of _LONG_TAIL: two lines of up to 8 blanks
+# and 76 characters, each after a line break, and a last line break.
+_TAIL_LINES = 2 * (2 + 8 + 76) + 2
+
+
+def _after_last_space(text: str, lo: int) -> int:
+    """The position after the last blank of text[lo:], or `lo`: from the
+    last space or line break (found by rfind), only the rest is scanned."""
+    pos = max(lo, text.rfind(" ", lo) + 1, text.rfind("\n", lo) + 1)
+    while (m := _SPACE.search(text, pos)) is not None:
+        pos = m.end()
+    return pos
+
+
+def _last_word(text: str) -> re.Match[str] | None:
+    """_LAST_WORD.search(text, max(0, len(text) - 8192)). Its word (at most
+    4,096 characters) is in the last run of non-blanks, its head at most
+    _HEAD characters before that run."""
+    lo = max(0, len(text) - 8192, len(text) - 4096 - _HEAD)
+    return _LAST_WORD.search(text, max(lo, _after_last_space(text, lo) - _HEAD))
+
+
+def _long_tail(text: str) -> re.Match[str] | None:
+    """_LONG_TAIL.search(text, max(0, len(text) - 8192)). Its first run (at
+    most 4,096 base64 characters) ends at most _TAIL_LINES characters
+    before the end; so where it starts earlier than that, everything from
+    its start to there is base64."""
+    lo = max(0, len(text) - 8192, len(text) - 4096 - _TAIL_LINES)
+    i = max(lo, len(text) - _TAIL_LINES)
+    while i > lo and text[i - 1] in _B64_CHARS:  # (most text has a non-base64 character right there)
+        i -= 1
+    return _LONG_TAIL.search(text, i)
+
+
 _FIRST_WORD = re.compile(r"\A\s{0,64}\S{0,4096}")
 _KEY_END = re.compile(_END_KEY)
 _BODY_LINES = re.compile(rf"\A(?:[{_B64}=]{{0,80}}\r?\n){{0,400}}(?:[ \t]{{0,8}}{_END_KEY}|[{_B64}=]{{0,80}}\Z)?")
