@@ -135,3 +135,24 @@ def test_a_question_ranks_every_candidate_however_many_it_has(proj, corpus, monk
     # a term query over the same index is windowed: its newest candidates first
     env = ix.recall("deploy", cwd=str(proj))
     assert env.diagnostics.ranked_of == 13 and env.results[0].session_id != "old"
+
+
+def test_a_file_name_in_a_question_is_one_keyword_as_well_as_its_words(proj, corpus, monkeypatch):
+    """`hello.py` in a question is a keyword of its own beside `hello` and
+    `py` (keywords.COMPOUNDS): the turn that names the file comes before one
+    that holds its words apart."""
+    import session_recall.query.keywords as K
+
+    corpus.session("apart", proj, started_at="2026-11-20T09:00:00Z").message(
+        "u1", "write hello in the py launcher")
+    corpus.session("named", proj, started_at="2026-11-10T09:00:00Z").message("u1", "add a comment to hello.py")
+    for i in range(3):  # `write` is a common word here; the file name is not
+        corpus.session(f"other{i}", proj).message("u1", f"write the changelog again ({i})")
+    ix = corpus.open()
+    question = "what did we write in hello.py?"
+    assert ("hello.py",) in K.keyword_groups(question)
+    env = ix.recall(query="", question=question, cwd=str(proj))
+    assert [r.session_id for r in env.results][:2] == ["named", "apart"]
+    monkeypatch.setattr(K, "COMPOUNDS", None)  # the words alone: the other turn holds more of them
+    env = ix.recall(query="", question=question, cwd=str(proj))
+    assert [r.session_id for r in env.results][:2] == ["apart", "named"]

@@ -649,7 +649,7 @@ _LONG_TAIL = re.compile(
 # fragment of every streamed message. _last_word and _long_tail start the
 # same search where a match can first begin, so they find the same match.
 _SPACE = re.compile(r"\s")
-_NOT_B64 = re.compile(rf"[^{_B64}=]")
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 # The longest text _LAST_WORD's optional head before the word can hold:
 # `-- ` + 40 letters + `password` + quotes, blanks and `=` (67 characters).
 _HEAD = 80
@@ -658,12 +658,11 @@ _HEAD = 80
 _TAIL_LINES = 2 * (2 + 8 + 76) + 2
 
 
-def _after_last(pattern: re.Pattern[str], text: str, lo: int, hi: int) -> int:
-    """The position after the last character of text[lo:hi] that `pattern`
-    (one character) matches, or `lo`: from the last blank or line break
-    (found by rfind), only the rest is scanned."""
-    pos = max(lo, text.rfind(" ", lo, hi) + 1, text.rfind("\n", lo, hi) + 1)
-    while (m := pattern.search(text, pos, hi)) is not None:
+def _after_last_space(text: str, lo: int) -> int:
+    """The position after the last blank of text[lo:], or `lo`: from the
+    last space or line break (found by rfind), only the rest is scanned."""
+    pos = max(lo, text.rfind(" ", lo) + 1, text.rfind("\n", lo) + 1)
+    while (m := _SPACE.search(text, pos)) is not None:
         pos = m.end()
     return pos
 
@@ -673,7 +672,7 @@ def _last_word(text: str) -> re.Match[str] | None:
     4,096 characters) is in the last run of non-blanks, its head at most
     _HEAD characters before that run."""
     lo = max(0, len(text) - 8192, len(text) - 4096 - _HEAD)
-    return _LAST_WORD.search(text, max(lo, _after_last(_SPACE, text, lo, len(text)) - _HEAD))
+    return _LAST_WORD.search(text, max(lo, _after_last_space(text, lo) - _HEAD))
 
 
 def _long_tail(text: str) -> re.Match[str] | None:
@@ -682,7 +681,10 @@ def _long_tail(text: str) -> re.Match[str] | None:
     before the end; so where it starts earlier than that, everything from
     its start to there is base64."""
     lo = max(0, len(text) - 8192, len(text) - 4096 - _TAIL_LINES)
-    return _LONG_TAIL.search(text, _after_last(_NOT_B64, text, lo, max(lo, len(text) - _TAIL_LINES)))
+    i = max(lo, len(text) - _TAIL_LINES)
+    while i > lo and text[i - 1] in _B64_CHARS:  # (most text has a non-base64 character right there)
+        i -= 1
+    return _LONG_TAIL.search(text, i)
 
 
 _FIRST_WORD = re.compile(r"\A\s{0,64}\S{0,4096}")
