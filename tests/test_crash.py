@@ -200,8 +200,12 @@ def snapshot(db: Path, root: Path) -> dict:
         fts_rowids = {r for (r,) in conn.execute("SELECT rowid FROM message_fts")}
         message_rowids = {r for (r,) in conn.execute("SELECT id FROM messages")}
         return {
-            "sessions": Counter((src, cwd, sid, shown(title), started) for src, cwd, sid, title, started in rows(
-                "SELECT source, cwd, session_id, title, started_at FROM sessions")),
+            # (with the totals the writer keeps a batch at a time, migration
+            # m010: a confined caller's bm25 reads them, so a crash must not
+            # leave them counting a message twice or not at all)
+            "sessions": Counter((src, cwd, sid, shown(title), started, n, ntok)
+                                for src, cwd, sid, title, started, n, ntok in rows(
+                "SELECT source, cwd, session_id, title, started_at, n_messages, n_tokens FROM sessions")),
             "messages": Counter(messages),
             "seqs": Counter(seqs),
             "files": Counter((rel(path), *rest) for path, *rest in rows(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import apsw
@@ -60,19 +61,33 @@ def snapshot(db: Path) -> list[tuple]:
         conn.close()
 
 
-@pytest.fixture
-def built(tmp_path, isolated_settings):
-    logs = tmp_path / "logs"
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """The logs and a fresh build of them, made once a module: the logs are
+    only read, and each test damages its own copy of the database (`built`)."""
+    root = tmp_path_factory.mktemp("damage")
+    logs = root / "logs"
     logs.mkdir()
     write_logs(logs)
-    db = tmp_path / "recall.db"
-    with Index.open(db, settings=Settings()) as ix:
-        ix.sync([str(logs)], kind="canonical")
-    fresh = tmp_path / "fresh.db"
-    with Index.open(fresh, settings=Settings()) as ix:
-        ix.sync([str(logs)], kind="canonical")
+    db = root / "recall.db"
+    with pytest.MonkeyPatch.context() as mp:  # isolated_settings, for a module
+        for key in [k for k in os.environ if k.startswith("RECALL_")]:
+            mp.delenv(key)
+        with Index.open(db, settings=Settings()) as ix:
+            ix.sync([str(logs)], kind="canonical")
+    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0  # all in the main file
     assert check_database(db) == []
-    return {"db": db, "logs": logs, "fresh": snapshot(fresh)}
+    return {"db": db, "logs": logs, "fresh": snapshot(db)}
+
+
+@pytest.fixture
+def built(template, tmp_path, isolated_settings):
+    """This test's own copy of the template's database (mode bits included),
+    whose sources are the template's logs; `fresh` is what a fresh build of
+    them holds."""
+    db = tmp_path / "recall.db"
+    shutil.copy(template["db"], db)
+    return {"db": db, "logs": template["logs"], "fresh": template["fresh"]}
 
 
 def pages_of(db: Path) -> tuple[int, int, dict[str, list[int]]]:

@@ -15,6 +15,7 @@ always, until `--prune`)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import time
@@ -84,6 +85,31 @@ def fresh(src: Path, db: Path) -> tuple[dict, dict]:
     with Index.open(db) as ix:
         ix.sync([str(src)])
         return messages(ix), ix.status()["skipped"]
+
+
+@pytest.fixture(scope="module")
+def originals(tmp_path_factory) -> Callable[[str, bytes], dict]:
+    """`originals(name, big_log)`: the messages of a fresh build of the small
+    logs beside the big log `name` as written before any change (`messages`).
+    The logs are deterministic and the tests only read the result, so each is
+    built once a module, not once a test (indexing the 4.8 MB or 19 MB log
+    again for every change)."""
+    built: dict[tuple[str, bytes], dict] = {}
+
+    def build(name: str, big_log: bytes) -> dict:
+        key = (name, hashlib.blake2b(big_log).digest())
+        if key not in built:
+            root = tmp_path_factory.mktemp("original")
+            src = root / "logs"
+            src.mkdir()
+            small_logs(src)
+            (src / name).write_bytes(big_log)
+            with Index.open(root / "before.db") as ix:
+                ix.sync([str(src)])
+                built[key] = messages(ix)
+        return dict(built[key])
+
+    return build
 
 
 def of_session(msgs: dict, sid: str) -> dict:
@@ -196,15 +222,13 @@ def check_converged(ix: Index, src: Path, scratch: Path, change: Callable, reaso
 @pytest.mark.parametrize("reader", ["one-process", "worker"])
 @pytest.mark.parametrize("change", CHANGES, ids=lambda c: c.__name__)
 def test_a_log_changed_between_two_batches_is_counted_and_the_next_pass_converges(
-        change, reader, tmp_path, monkeypatch):
+        change, reader, tmp_path, monkeypatch, originals):
     src = tmp_path / "logs"
     src.mkdir()
     small_logs(src)
     big = src / BIG
     big.write_bytes(log("big", "original", 30_000))  # about 4.8 MB: several 1 MB reads
-    with Index.open(tmp_path / "before.db") as ix:
-        ix.sync([str(src)])
-        original = messages(ix)
+    original = originals(BIG, big.read_bytes())
     if reader == "worker":  # the worker process reads small ranges ahead of the commits
         monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
         monkeypatch.setattr(pipeline, "RANGE_BYTES", 256 << 10)
@@ -247,16 +271,15 @@ def test_a_log_changed_between_two_batches_is_counted_and_the_next_pass_converge
 
 
 @pytest.mark.parametrize("change", [truncate_behind, rewrite_in_place, delete, rename], ids=lambda c: c.__name__)
-def test_recall_index_stopped_mid_log_and_changed_counts_it(change, tmp_path, spawn, recall_cmd, run_recall):
+def test_recall_index_stopped_mid_log_and_changed_counts_it(change, tmp_path, spawn, recall_cmd, run_recall,
+                                                           originals):
     src = tmp_path / "logs"
     src.mkdir()
     small_logs(src)
     big = src / BIG
     # About 19 MB: six batches of 20,000 lines.
     big.write_bytes(log("big", "original", 120_000))
-    with Index.open(tmp_path / "before.db") as ix:
-        ix.sync([str(src)])
-        original = messages(ix)
+    original = originals(BIG, big.read_bytes())
     db = tmp_path / "r.db"
 
     for attempt in range(3):  # a loaded machine may run the indexer past the middle before it stops
@@ -351,15 +374,13 @@ def zst_log(tag: str, n_lines: int, seed: int) -> bytes:
 
 
 @pytest.mark.parametrize("change", ["rewrite_in_place", "delete"])
-def test_a_zst_log_changed_while_it_is_decompressed_is_counted(change, tmp_path):
+def test_a_zst_log_changed_while_it_is_decompressed_is_counted(change, tmp_path, originals):
     src = tmp_path / "logs"
     src.mkdir()
     small_logs(src)
     big = src / "m-big.jsonl.zst"
     big.write_bytes(zst_log("original", 30_000, 1))
-    with Index.open(tmp_path / "before.db") as ix:
-        ix.sync([str(src)])
-        original = messages(ix)
+    original = originals(big.name, big.read_bytes())
     target = str(big.resolve())
     seen: list[int] = []
 

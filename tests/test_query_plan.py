@@ -57,15 +57,22 @@ def test_the_first_window_widens_until_it_holds_a_page_in_scope(proj, tmp_path, 
     other.mkdir()
     _ledgers(corpus, proj, other)
     ix = corpus.open()
-    set_ranking(monkeypatch, ix, plan_window=2, plan_growth=2, plan_max_window=64, fts_first_page=4)
+    scope = Scope("project", str(other), None, (str(other),))
     # `other` holds the three oldest sessions: six candidates among the 24
-    hits, run = _hits(ix, "ledger", Scope("project", str(other), None, (str(other),)))
-    assert len(hits) == 6
-    # 2, 4, 8, 16 newest hold none of them, 32 holds all 24 (4 of `other` would do, 2 x 16 = 32)
-    assert run.ranked == 24
+    set_ranking(monkeypatch, ix, plan_window=2, plan_growth=2, plan_max_window=64, fts_first_page=4)
+    hits, run = _hits(ix, "ledger", scope)
+    # the 2, 4, 8, 16 newest hold none of them; 32 holds every candidate: all ranked at once
+    assert len(hits) == 6 and (run.ranked, run.ranked_of, run.gaps) == (0, None, {})
     env = ix.recall("ledger", cwd=str(other), limit=5)
-    assert env.diagnostics.ranked == 24 and env.diagnostics.ranked_of == 24
-    assert "ranking" not in env.gaps  # the window reached the oldest candidate: every one was ranked
+    assert (env.diagnostics.ranked, env.diagnostics.ranked_of) == (None, None) and "ranking" not in env.gaps
+    # a window that may not grow past 8: the bound is reached with none of them in it, and the next
+    # windows (16, then what is left) still bring every match
+    set_ranking(monkeypatch, ix, plan_window=2, plan_growth=2, plan_max_window=8, fts_first_page=4)
+    bounded, run = _hits(ix, "ledger", scope)
+    assert sorted(h.rowid for h in bounded) == sorted(h.rowid for h in hits)
+    assert (run.ranked, run.ranked_of) == (24, 24) and "ranking" in run.gaps
+    env = ix.recall("ledger", cwd=str(other), limit=5)
+    assert (env.diagnostics.ranked, env.diagnostics.ranked_of) == (24, 24) and "8 most recently" in env.gaps["ranking"]
 
 
 def test_the_bound_of_a_query_is_read_from_the_index_counts(proj, corpus):
@@ -84,6 +91,10 @@ def test_the_bound_of_a_query_is_read_from_the_index_counts(proj, corpus):
         # a row counted once per token it holds: 4 for the 3 rows that hold 是
         assert r.candidates_bound(parse("是"), False) == 4
         assert r.candidates_bound(parse("qzxjvkwy"), False) == 0
+        # counted up to a cap: enough to tell whether the bound exceeds it
+        assert r.candidates_bound(parse("ledger"), False, cap=2) == 2
+        assert r.candidates_bound(parse("ledger entry"), True, cap=2) == 4
+        assert r.candidates_bound(parse("ledger entry"), False, cap=10) == 2
 
 
 def test_row_ids_follow_the_time_logs_were_written_in(proj, corpus, tmp_path):

@@ -30,7 +30,7 @@ from ..text.tokens import TOKENIZER_VERSION
 from . import rank
 from .gates import Scope, session_path
 from .match import needs_collapse, occurs
-from .parse import Term, fts_phrase, fts_query
+from .parse import Term, fts_phrase, fts_query, fts_quote
 from .rank import Ranking
 
 
@@ -368,18 +368,26 @@ class Retriever:
 
     # --- the plan by match count -------------------------------------------------------
 
-    def candidates_bound(self, terms: list[Term], any_term: bool) -> int:
+    def candidates_bound(self, terms: list[Term], any_term: bool, cap: int | None = None) -> int:
         """At most how many rows FTS5 gives as candidates of the terms,
         from the index's own counts of rows per token (fts5vocab): a phrase
         has at most the rows of its rarest token, a prefix token at most
         the rows of every token it starts (summed), an AND at most the rows
-        of its rarest term, an OR at most their sum. Exact for one token."""
+        of its rarest term, an OR at most their sum. Exact for one token.
+        fts5vocab reads every row (and position) of a token to count it;
+        with `cap`, a token (not a prefix) is counted up to `cap` rows only
+        (FTS5 reads that many of its row ids), which decides whether the
+        bound exceeds cap - 1 at a cost that does not grow with the index."""
         if not self._vocab:
             self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab "
                               "USING fts5vocab(main, message_fts, row)")
             self._vocab = True
 
         def rows(token: str, prefix: bool) -> int:
+            if not prefix and cap is not None:
+                return one(self.conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?)",
+                    (fts_quote(token), cap)))[0]
             if not prefix:
                 return one(self.conn.execute("SELECT coalesce(max(doc), 0) FROM temp.recall_vocab WHERE term = ?",
                                              (token,)))[0]
@@ -394,7 +402,7 @@ class Retriever:
         return sum(per_term) if any_term else min(per_term)
 
     def windowed(self, expr: str, scope_sql: str, params: list, run: Run, first: int,
-                 bound: int) -> Iterator[tuple]:
+                 bound: Callable[[], int]) -> Iterator[tuple]:
         """The bounded plan of a frequent query (at most `bound` candidates,
         more than Ranking.plan_window): its candidates in windows of row ids,
         newest first (row ids follow the order messages were indexed in:
@@ -407,9 +415,13 @@ class Retriever:
         on to the oldest. Every candidate is still read and verified, so the
         matches are exactly those of the whole plan; what the plan bounds is
         which candidates one ranking compares. `run.ranked` counts the
-        candidates of the windows opened, `run.ranked_of` is `bound`."""
+        candidates of the windows opened, `run.ranked_of` is `bound()`
+        (candidates_bound: a count that reads every row of the rarest
+        token), asked only when the first window leaves candidates out.
+        (Every token of the query having more than plan_window rows, a
+        phrase or an AND of them may still have fewer: then the first
+        window holds them all, and they are ranked at once, as below.)"""
         r = self.ranking
-        run.ranked_of = bound
         size = r.plan_window
         hi: int | None = None
         first_window = True
@@ -422,6 +434,9 @@ class Retriever:
             if not n:
                 return
             last = n < size  # the window reaches the oldest candidate
+            if last and hi is None:  # every candidate: ranked at once, as without a plan
+                yield from self.fts(expr, scope_sql, params, run, first=first)
+                return
             # One statement ranks the whole window (its rows are few): FTS5's
             # bm25 walks every candidate of the table once per statement for
             # its document frequencies, which costs more than scoring the window.
@@ -430,8 +445,9 @@ class Retriever:
                 if len(rows) < first and not last and size < r.plan_max_window:
                     size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
                     continue
-                if not last and "ranking" not in run.gaps:
-                    run.gaps["ranking"] = E_RANKING_GAP.format(ranked=n, bound=bound)
+                run.ranked_of = max(bound(), n) if not last else n
+                if not last:
+                    run.gaps["ranking"] = E_RANKING_GAP.format(ranked=n, bound=run.ranked_of)
                 first_window = False
             run.ranked += n
             yield from rows
@@ -518,17 +534,17 @@ class Retriever:
         run.engine = "fts"
         found = False
         bm25 = rank.confined_bm25(self.conn, [fts_phrase(t.tokens) for t in indexed], universe)
-        bound = None
         # Not for a question (any_term): its keywords are ORed, so nearly every
         # question over a long history has more candidates than a window, and
         # ranking the newest window first put the answer out of reach: on the
         # dialogue sets with a window of 256 (as 2,048 is at about eight times
         # their size), session hit@1 0.300 -> 0.195 (DREAM), 0.262 -> 0.225 (C3).
-        if first is not None and bm25 is None and not self.settings.pinned_cwds and not any_term:
-            bound = self.candidates_bound(indexed, any_term)
-        rows = (self.windowed(expr, scope_sql, params, run, first, bound)
-                if first is not None and bound is not None and bound > self.ranking.plan_window
-                else self.fts(expr, scope_sql, params, run, first=first, bm25=bm25))
+        window = self.ranking.plan_window
+        if (first is not None and bm25 is None and not self.settings.pinned_cwds and not any_term
+                and self.candidates_bound(indexed, any_term, cap=window + 1) > window):
+            rows = self.windowed(expr, scope_sql, params, run, first, lambda: self.candidates_bound(indexed, any_term))
+        else:
+            rows = self.fts(expr, scope_sql, params, run, first=first, bm25=bm25)
         for hit in self.verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
