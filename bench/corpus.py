@@ -487,24 +487,25 @@ class _Session:
                 self.message("assistant", tg.body(_lognorm(rng, 200, 0.8, 10, 8_000), g.chinese(), 0.0), turn,
                              stream=rng.random() < p.delta_share)
             self.tool_step(turn)
-        # the answer, streamed sometimes
-        stream = rng.random() < p.delta_share
-        text = tg.body(_lognorm(rng, 450, 1.0, 10, 40_000), g.chinese(), 0.08)
-        self.message("assistant", text, turn, stream=stream, settle=not (last and stream and rng.random() < 0.5))
-        if self.turn_n == 1 and rng.random() < 0.5:
-            title = " ".join(tg.en.take(rng.randint(2, 5))) if not g.chinese() else "".join(tg.zh.take(3))
-            self._emit({"type": "title", "session_id": self.sid, "title": title})
+        self.answer(turn, last, 450, 1.0, 0.08)
 
     def chat_turn(self, last: bool) -> None:
         """A chat exchange: a prompt, now and then a tool step, an answer."""
-        g, rng, tg, p = self.g, self.g.rng, self.g.tg, self.g.p
+        g, rng, tg = self.g, self.g.rng, self.g.tg
         self.turn_n += 1
         turn = f"t{self.turn_n}"
         self.message("user", tg.body(_lognorm(rng, 200, 0.9, 8, 20_000), g.chinese(), 0.0), turn)
         if rng.random() < 0.1:
             self.tool_step(turn)
+        self.answer(turn, last, 650, 0.8, 0.05)
+
+    def answer(self, turn: str, last: bool, median: float, sigma: float, code_share: float) -> None:
+        """A turn's answer (log-normal size, streamed sometimes; the last
+        session's last stream left unsettled now and then), and the
+        session's title after its first turn, half the time."""
+        g, rng, tg, p = self.g, self.g.rng, self.g.tg, self.g.p
         stream = rng.random() < p.delta_share
-        text = tg.body(_lognorm(rng, 650, 0.8, 10, 40_000), g.chinese(), 0.05)
+        text = tg.body(_lognorm(rng, median, sigma, 10, 40_000), g.chinese(), code_share)
         self.message("assistant", text, turn, stream=stream, settle=not (last and stream and rng.random() < 0.5))
         if self.turn_n == 1 and rng.random() < 0.5:
             title = " ".join(tg.en.take(rng.randint(2, 5))) if not g.chinese() else "".join(tg.zh.take(3))
