@@ -321,3 +321,19 @@ def test_finding_a_streams_held_tail_costs_less_than_redacting_its_text():
     redact = best(lambda: r.redact(text, keep_placeholders=True))
     tail = best(lambda: (R._last_word(text), R._long_tail(text)))
     assert tail < redact, (tail, redact)
+
+
+def test_a_token_streamed_after_base64_lines_is_not_stored_in_part_at_any_cut():
+    """Base64 lines before a token (a key's body whose header came elsewhere,
+    then a JWT) are held as a key body's tail; the token's head, cut by a
+    fragment, was redacted with them, and the rest of the token (its payload
+    and signature) was stored as ordinary text."""
+    r = R.Redactor(KEY)
+    body = "hZGEifQ.FjUWiy77hnsqDUgECXNVGxLs7iUpM7"
+    text = ("QUJD" * 19 + "\n") * 10 + "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ" + body + " end"
+    for cut in range(760, len(text) - 4):
+        stored, _, held = r.stream("", text[:cut], None)
+        for held_at_hand in (held, None):
+            whole, _, _ = r.stream(stored, text[cut:], held_at_hand)
+            for s in (stored, whole):
+                assert not any(body[i:i + 8] in s for i in range(len(body) - 7)), (cut, s[-70:])

@@ -615,6 +615,12 @@ class Redactor:
         if stored.endswith(PENDING):
             if held is not None:
                 stored, fragment = stored[: -len(PENDING)], held + fragment
+                # A held word may hold a secret's placeholder (a key body
+                # redacted up to the middle of a token): what follows it in
+                # the word is its continuation, as after any stored secret.
+                k = fragment.rfind(PLACEHOLDER_CLOSE) + 1
+                if k:
+                    stored, fragment = stored + fragment[:k], _after_continuation(stored + fragment[:k], fragment[k:])
             else:  # the held word is lost: its continuation (the next word, after a `Bearer`) goes too
                 fragment = _FIRST_WORD.sub("", fragment, count=1)
         elif stored.endswith(PLACEHOLDER_CLOSE):
@@ -701,7 +707,14 @@ def _after_continuation(stored: str, fragment: str) -> str:
         return fragment[end.end() :] if end else ""
     if f"{PLACEHOLDER_OPEN}private_key_body:" in tail:
         m = _BODY_LINES.match(fragment)
-        return fragment[m.end() :] if m else fragment
+        rest = fragment[m.end() :] if m else fragment
+        if rest is fragment and rest[:1] and not rest[0].isspace():
+            # The body's last line was cut inside a word (a token after the
+            # lines: `eyJhbGci` of a JWT, held with them): the rest of that
+            # word goes with it, or its payload and signature would be stored.
+            c = _CONTINUATION.match(rest)
+            rest = rest[c.end() :] if c else rest
+        return rest
     kind = tail[tail.rfind(PLACEHOLDER_OPEN) + 1 :].split(":", 1)[0]
     m = _CONTINUATIONS.get(kind, _CONTINUATION).match(fragment)
     return fragment[m.end() :] if m else fragment
