@@ -209,3 +209,18 @@ def test_no_line_breaks_a_parser(data, kind):
             events = []
         assert all(isinstance(e, (MessageEvent, SessionEvent, TitleEvent, ForgetEvent)) for e in events)
         state = orjson.loads(orjson.dumps(p.state))
+
+
+def test_a_cursor_user_query_keeps_the_information_separators(tmp_path):
+    """Only white space (the Unicode property, as matching means it) is
+    trimmed around a `<user_query>`: U+001C..U+001F are the user's text
+    (the regex \\s takes them; the differential test found `❤\\n\\x1c`
+    stored as `❤`)."""
+    from session_recall.indexer.sources.cursor import CursorParser
+
+    path = tmp_path / "cursor/projects/home-ada-shop/agent-transcripts/s1/s1.jsonl"
+    parser = CursorParser(str(path))
+    line = orjson.dumps({"role": "user", "message": {"content": [
+        {"type": "text", "text": "<user_query>\n❤\n\x1c\x1f\n </user_query>"}]}})
+    texts = [e.text for e in parser.feed(line) if isinstance(e, MessageEvent)]
+    assert texts == ["❤\n\x1c\x1f"]

@@ -28,12 +28,16 @@ import re
 from pathlib import PurePath
 
 from ...model import MessageEvent, SessionEvent, is_role
+from ...text.fold import WHITE_SPACE_CLASS
 from ..project import project
 from . import media
 from .base import Parser, Skip, load_object
 
 _INDEXED_TYPES = re.compile(rb'"role"\s*:\s*"(?:user|assistant)"')
-_USER_QUERY = re.compile(r"<user_query>\s*(.*?)\s*</user_query>", re.S)
+# The white space around a query is the Unicode White_Space property's (as
+# matching means it), not the regex \s, which also takes the information
+# separators U+001C..U+001F: those are the user's text.
+_USER_QUERY = re.compile(f"<user_query>[{WHITE_SPACE_CLASS}]*(.*?)[{WHITE_SPACE_CLASS}]*</user_query>", re.S)
 _SLUG_CHAR = re.compile(r"[^A-Za-z0-9]")
 
 
