@@ -153,6 +153,6 @@ def test_a_file_name_in_a_question_is_one_keyword_as_well_as_its_words(proj, cor
     assert ("hello.py",) in K.keyword_groups(question)
     env = ix.recall(query="", question=question, cwd=str(proj))
     assert [r.session_id for r in env.results][:2] == ["named", "apart"]
-    monkeypatch.setattr(K, "COMPOUNDS", None)  # the words alone: the other turn holds more of them
+    monkeypatch.setattr(K, "COMPOUNDS", False)  # the words alone: the other turn holds more of them
     env = ix.recall(query="", question=question, cwd=str(proj))
     assert [r.session_id for r in env.results][:2] == ["apart", "named"]

@@ -31,6 +31,7 @@ VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
     ("jieba search mode (cut_for_search)", Ranking(), [("CJK_SEGMENTATION", "search")]),
     ("unknown characters not joined", Ranking(), [("JOIN_UNKNOWN", False)]),
     ("at most 32 keywords (tried, not kept)", Ranking(), [("KEYWORD_LIMIT", 32)]),
+    ("file names split into their words (COMPOUNDS off)", Ranking(), [("COMPOUNDS", False)]),
 ]
 
 

@@ -62,13 +62,12 @@ JOIN_UNKNOWN = True
 KEYWORD_LIMIT = 12
 # A name made of words joined by `.`, `_`, `-` or `/` (a file, a path, an
 # option: `hello.py`, `registry.ts`, `auto-summarize`) is a keyword of its
-# own, before its words ("separate"; "variants": one group of the name and its
-# words; None: its words only). An agent asks about files by name, and a turn
-# naming the file is likelier the one meant than a turn holding its words
-# apart. docs/quality.md: on the tuning halves DREAM and the coding set the
-# same, Cranfield +0.4; the coding set's held half +3.9 ("variants": no
-# change anywhere).
-COMPOUNDS: str | None = "separate"
+# own, before its words. An agent asks about files by name, and a turn naming
+# the file is likelier the one meant than a turn holding its words apart.
+# docs/quality.md: on the tuning halves DREAM and the coding set the same,
+# Cranfield +0.4; the coding set's held half +3.9 (the name and its words as
+# one group instead: no change anywhere).
+COMPOUNDS = True
 
 
 def _load():
@@ -137,12 +136,7 @@ def _word_groups(text: str):
 
     def flush():
         if COMPOUNDS and len(run) > 1:
-            compound = text[run[0][0]:run[-1][1]]
-            if COMPOUNDS == "variants":
-                yield (compound, *(text[a:b] for a, b in run))
-                run.clear()
-                return
-            yield (compound,)
+            yield (text[run[0][0]:run[-1][1]],)
         for a, b in run:
             yield (text[a:b],)
         run.clear()
