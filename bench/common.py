@@ -38,6 +38,16 @@ def isolate(work: Path) -> dict[str, str]:
     return env
 
 
+def shown(path: str | Path) -> str:
+    """A path as a run's JSON records it: relative to the project's root
+    when it lies under it, so that a kept JSON names the project's own
+    folders, not the machine's (kept_index reads it back from ROOT)."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def work_dir(root: Path) -> Path:
     """Where a run on the corpus at `root` keeps its databases (`--keep`)."""
     return root.with_name(root.name + ".work")
@@ -47,7 +57,7 @@ def kept_index(run_json: Path) -> tuple[dict, Path | None]:
     """The results of a run, and the index it kept (None, with a message on
     stderr, if it kept none)."""
     res = json.loads(run_json.read_text(encoding="utf-8"))
-    db = work_dir(Path(res["corpus"]["root"])) / "recall.db"
+    db = work_dir(ROOT / res["corpus"]["root"]) / "recall.db"
     if not db.exists():
         print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
         return res, None

@@ -81,7 +81,7 @@ import apsw
 import orjson
 
 from bench import corpus as C
-from bench.common import QUERY_BUDGET_S, ROOT, isolate, label, median_ms, weighted_percentile, work_dir
+from bench.common import QUERY_BUDGET_S, ROOT, isolate, label, median_ms, shown, weighted_percentile, work_dir
 
 # The keys every run writes (tests/test_bench_smoke.py checks them).
 KEYS = (
@@ -661,6 +661,8 @@ def main(argv: list[str] | None = None) -> int:
     # 1. build
     db = work / "recall.db"
     b = build(db, root, env)
+    for source in b["report"]["sources"]:
+        source["path"] = shown(source["path"])
     print(f"build: {b['build_s']:.2f} s, peak RSS {b['peak_rss_kb'] / 1024:.0f} MB", flush=True)
     facts = index_facts(db)
 
@@ -744,7 +746,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{slowest['p50_ms']:.1f} ms median",
         "command": "python -m bench.run " + " ".join(str(a) for a in argv),
         "machine": info,
-        "corpus": {"profile": args.profile, "root": str(root), "params": corpus.manifest["params"], "reused": reused,
+        "corpus": {"profile": args.profile, "root": shown(root), "params": corpus.manifest["params"], "reused": reused,
                    "raw_bytes": corpus.raw_bytes, "totals": corpus.manifest["totals"],
                    "description": C.describe(corpus)},
         "build": b,

@@ -159,3 +159,24 @@ def test_the_chat_profile_writes_short_messages(tmp_path: Path) -> None:
     assert t["tool_result_share"] < 0.15, t
     assert t["messages_by_role"]["user"] >= 0.4 * t["messages"], t
     assert C.params_for("mixed", 1).style == "agent"
+
+
+def test_a_run_records_the_project_s_folders_relative_to_its_root(tmp_path: Path) -> None:
+    """A kept run JSON names folders under the project relative to its root
+    (never the machine's path to it) and is read back from there; a folder
+    elsewhere keeps the path it was given."""
+    from bench.common import ROOT, kept_index, shown, work_dir
+
+    assert shown(ROOT / "bench" / "out" / "corpus-x") == "bench/out/corpus-x"
+    assert shown(tmp_path / "corpus") == str(tmp_path / "corpus")
+    corpus = ROOT / "bench" / "out" / f"corpus-test-{tmp_path.name}"
+    work = work_dir(corpus)
+    work.mkdir(parents=True)
+    try:
+        (work / "recall.db").write_bytes(b"")
+        run = tmp_path / "run.json"
+        run.write_text(json.dumps({"corpus": {"root": shown(corpus)}}), encoding="utf-8")
+        assert kept_index(run)[1] == work / "recall.db"
+    finally:
+        (work / "recall.db").unlink()
+        work.rmdir()
