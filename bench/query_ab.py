@@ -9,8 +9,9 @@ process over one index: the `query/` package of commit REV (every module of
 it, read with `git archive` and loaded beside the current one under another
 name) and the current one take turns, alternating which goes first, each
 query warmed and then timed, `--reps` times; it prints the medians side by
-side and asserts that both gave the same answers (sessions and scores; with
-`--differ`, for a change of plan, it says which differ instead). Only
+side and asserts that both gave the same answers (sessions and scores;
+with `--exact`, whole envelopes but their `elapsed_ms`; with `--differ`, for
+a change of plan, it says which differ instead). Only
 the query side differs: the index and the rest of the package (config,
 model, text) are the current ones, so REV's query package must still fit
 them.
@@ -59,6 +60,16 @@ def engine_of(rev: str):
     return importlib.import_module(BASE_PACKAGE + ".engine")
 
 
+def _answer(env, exact: bool):
+    """What must be the same in both engines' answers: the sessions and
+    scores; `exact`: the whole envelope but the time it took."""
+    if not exact:
+        return [(r.session_id, r.score) for r in env.results]
+    whole = env.model_dump()
+    whole["diagnostics"].pop("elapsed_ms")
+    return whole
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="A/B of the query side against a commit's, on a kept bench index.")
     ap.add_argument("run_json", type=Path, help="the JSON of a `python -m bench.run ... --keep` run")
@@ -66,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--scope", choices=["all", "busiest"], default="all")
     ap.add_argument("--extra", nargs="*", default=[], help="more term queries")
+    ap.add_argument("--exact", action="store_true",
+                    help="compare whole envelopes (every field but diagnostics.elapsed_ms), not only sessions and "
+                         "scores: for a change that must not alter any answer")
     ap.add_argument("--differ", action="store_true",
                     help="the engines may rank differently (a change of plan): say which answers differ "
                          "instead of stopping at the first")
@@ -93,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     env = engine.recall(query, question=question, limit=5, **kw)
                     times[name].append((time.perf_counter() - t0) * 1000)
-                    answers[name] = [(r.session_id, r.score) for r in env.results]
+                    answers[name] = _answer(env, args.exact)
             same = answers["base"] == answers["now"]
             assert same or args.differ, f"the engines disagree on {query or question!r}"
             rows.append((label({"query": query, "question": question}),

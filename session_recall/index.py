@@ -309,7 +309,7 @@ class Index:
         env = self.engine.recall(query, question, all_projects=all_projects, cwd=cwd, session_id=session_id,
                                  limit=limit, cursor=cursor, caller_session=caller_session, confirm=confirm,
                                  caller_cwd=caller_cwd, for_model=for_model,
-                                 filters=Filters(tuple(roles), tuple(sources), since, until))
+                                 filters=Filters(tuple(roles), tuple(sources), since, until), screened=True)
         env.gaps.update(gaps)
         if env.status == "empty_index" and not gaps:  # (a gap says why a build did not fill it)
             env.hint = self._empty_index_hint()

@@ -115,7 +115,7 @@ class Engine:
                cwd: str | None = None, session_id: str | None = None, limit: int | None = None,
                cursor: str | None = None, caller_session: str | None = None,
                confirm: Confirm | None = None, caller_cwd: str | None = None, for_model: bool = False,
-               filters: Filters = NO_FILTERS) -> Envelope:
+               filters: Filters = NO_FILTERS, screened: bool = False) -> Envelope:
         """A page of ranked, gated passages for `query` (terms, all must
         match) and/or `question` (natural language):
         1. refuse a credential-shaped query before touching any corpus;
@@ -130,14 +130,17 @@ class Engine:
            the best partial matches, marked;
         6. assemble passages within byte budgets (smaller `for_model`: a page
            that fits a model's tool result), redactions rendered;
-        7. the envelope: status, the hint for what to do next, the cursor."""
+        7. the envelope: status, the hint for what to do next, the cursor.
+        `screened`: the caller asked `refusal` about this query and question
+        already (Index.recall does, before a first use builds anything), so
+        step 1 is not taken twice."""
         t0 = time.perf_counter()
         self._now = time.time()
         query = _clean(query or "")
         question, cwd, session_id, cursor, caller_session, caller_cwd = map(
             _clean, (question, cwd, session_id, cursor, caller_session, caller_cwd))
         # 1. a credential-shaped query is refused before any corpus is touched
-        refused = self.refusal(query, question, t0)
+        refused = None if screened else self.refusal(query, question, t0)
         if refused is not None:
             return refused
         limit = max(1, min(limit or self.settings.default_limit, self.settings.max_limit))

@@ -68,9 +68,8 @@ def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, que
     """The envelope of an answer, its diagnostics read from `run` and the
     index's freshness from `conn`."""
     run = run or Run()
-    freshness: dict[str, Any] = {
-        "last_indexed_at": one(conn.execute("SELECT max(last_indexed_at) FROM sources"))[0]}
-    freshness["sources"] = one(conn.execute("SELECT count(*) FROM sources"))[0]
+    last, sources = one(conn.execute("SELECT max(last_indexed_at), count(*) FROM sources"))
+    freshness: dict[str, Any] = {"last_indexed_at": last, "sources": sources}
     diag = Diagnostics(engine=run.engine, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
                        sessions_scanned=run.sessions_scanned,
                        scan_budget=scan_budget if run.engine != "fts" and run.engine != "none" else 0,

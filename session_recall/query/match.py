@@ -30,10 +30,12 @@ def occurs(term: str, text: str) -> bool:
     return False
 
 
-def message_matches(terms: list[str], text: str, attachment_names: list[str]) -> bool:
-    """Every term occurs in the text or in one of the attachment names."""
+def message_matches(terms: list[str], text: str, attachment_names: list[str], nfkc: bool = False) -> bool:
+    """Every term occurs in the text or in one of the attachment names.
+    `nfkc`: the text is known to be in NFKC (messages.nfkc), as verification
+    reads it; the normalization, the dearest step of folding, is skipped."""
     collapse = needs_collapse(terms)
-    fields = [match_text(text, collapse)] + [match_text(n, collapse) for n in attachment_names]
+    fields = [match_text(text, collapse, nfkc)] + [match_text(n, collapse) for n in attachment_names]
     return all(any(occurs(t, f) for f in fields) for t in terms)
 
 

@@ -195,11 +195,26 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
     source, cwd, session_id = session_key
     turn_id, anchor_seq = one(conn.execute("SELECT turn_id, seq FROM messages WHERE id = ?", (anchor_row,)))
     window = MORE_WINDOW if wide else WINDOW
-    rows = list(conn.execute(
-        "SELECT id, message_id, role, ts, text, attachments, seq FROM messages "
-        "WHERE session = ? AND turn_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+    # The rows around the anchor, without their text: most are never looked
+    # at (the window stops at `window` neighbours a side), and a tool
+    # result's text can be megabytes (the columns after it, read past its
+    # overflow pages, too). A text is read when it is needed (text_of).
+    # Sorted here, not by ORDER BY: in this statement SQLite (3.54) plans
+    # the order again for every new range bound, which cost more than the
+    # rest of it (20 of 30 us).
+    rows = sorted(conn.execute(
+        "SELECT id, message_id, role, ts, seq FROM messages WHERE session = ? AND turn_id = ? AND seq BETWEEN ? AND ?",
         (session_row, turn_id, anchor_seq - 4 * window - 8, anchor_seq + 4 * window + 8),
-    ))
+    ), key=lambda r: r[4])
+    stored: dict[int, tuple[str, str | None, int]] = {}
+
+    def text_of(row_id: int) -> tuple[str, str | None, int]:
+        """A row's stored text, attachments (JSON) and whether the text is in
+        NFKC (messages.nfkc)."""
+        if row_id not in stored:
+            stored[row_id] = one(conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?", (row_id,)))
+        return stored[row_id]
+
     idx = next(i for i, r in enumerate(rows) if r[0] == anchor_row)
     # Visible neighbours: a tool_result enters only as a hit.
     picked = [rows[idx]]
@@ -209,18 +224,21 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
         i = idx + direction
         while 0 <= i < len(rows) and n < window:
             r = rows[i]
-            atts = orjson.loads(r[5]) if r[5] else []
-            is_hit = bool(terms) and message_matches(terms, r[4], [a["name"] for a in atts])
+            is_hit = False
+            if terms:
+                text, raw_atts, nfkc = text_of(r[0])
+                atts = orjson.loads(raw_atts) if raw_atts else []
+                is_hit = message_matches(terms, text, [a["name"] for a in atts], nfkc=bool(nfkc))
             if r[2] != "tool_result" or is_hit:
                 picked.append(r)
                 hit_flags[r[0]] = is_hit
                 n += 1
             i += direction
-    picked.sort(key=lambda r: r[6])
+    picked.sort(key=lambda r: r[4])
     budget = MORE_PASSAGE_BYTES if wide else budgets.passage
     out: list[PassageMessage] = []
     # the anchor first claims its budget, then neighbours in order of closeness
-    order = sorted(picked, key=lambda r: (r[0] != anchor_row, abs(r[6] - anchor_seq)))
+    order = sorted(picked, key=lambda r: (r[0] != anchor_row, abs(r[4] - anchor_seq)))
     texts: dict[int, tuple[str, bool]] = {}
     for r in order:
         if wide:
@@ -232,7 +250,7 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
         if per <= 0:
             continue
         # only a hit is searched for the place to cut (a neighbour does not hold the terms)
-        text, truncated = _cut(rend(r[4]) or "", per, cut_terms if hit_flags[r[0]] else [])
+        text, truncated = _cut(rend(text_of(r[0])[0]) or "", per, cut_terms if hit_flags[r[0]] else [])
         if truncated and per < MIN_PIECE_BYTES and r[0] != anchor_row:
             continue
         budget -= len(text.encode("utf-8", "surrogatepass"))
@@ -241,7 +259,8 @@ def build(conn: apsw.Connection, *, session_row: int, session_key: tuple[str, st
         if r[0] not in texts:
             continue
         text, truncated = texts[r[0]]
-        atts = orjson.loads(r[5]) if r[5] else []
+        raw_atts = text_of(r[0])[1]
+        atts = orjson.loads(raw_atts) if raw_atts else []
         out.append(PassageMessage(
             message_id=r[1], role=r[2], ts=r[3], text=text, is_anchor=r[0] == anchor_row,
             is_hit=hit_flags[r[0]], truncated=truncated,
@@ -254,7 +273,7 @@ def own_session(caller_session: str | None, session_cwd: str, scope: Scope) -> s
     """`caller_session` if a session of this cwd can be the caller's own: a
     session is (source, cwd, id), so the same id in another project (outside
     the caller's cwd) is someone else's and its materials get no resource."""
-    return caller_session if scope.in_root(session_cwd) else None
+    return caller_session if caller_session is not None and scope.in_root(session_cwd) else None
 
 
 def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keywords: list[str], rend: Renderer,
@@ -276,7 +295,9 @@ def collect(conn: apsw.Connection, page: list[Hit], *, terms: list[str], keyword
                         cut_terms=keywords, budgets=budgets)
         if not terms:  # question mode: mark hits by any keyword
             for m in passage.messages:
-                m.is_hit = m.is_hit or any(occurs(k, match_text(m.text)) for k in keywords)
+                if not m.is_hit:
+                    shown = match_text(m.text)  # (once, not once a keyword)
+                    m.is_hit = any(occurs(k, shown) for k in keywords)
         size = sum(len(m.text.encode("utf-8", "surrogatepass")) for m in passage.messages)
         result = Result(session_id=s[2], source=s[0], title=rend(s[3]), cwd=s[1], started_at=s[4],
                         score=round(hit.score, 6), partial=hit.partial, matched_terms=hit.matched, passage=passage)

@@ -738,6 +738,14 @@ def scrub(text: str) -> str:
 # --- refusal --------------------------------------------------------------------
 
 _PREFIXES = [(p.lower(), re.compile(f"[{k.body}]*", _F), k.name) for k in TABLE for p in k.prefixes]
+# The same, in the same order, by first character: a word can only be the
+# head of, or begin with, a prefix that starts as it does (95 prefixes, a
+# few per character; every query word is tested).
+_PREFIXES_BY_FIRST: dict[str, list[tuple[str, re.Pattern[str], str]]] = {}
+for _p in _PREFIXES:
+    if not _p[0]:
+        raise ValueError(f"an empty prefix of {_p[2]} would make every word its head")
+    _PREFIXES_BY_FIRST.setdefault(_p[0][0], []).append(_p)
 _WORD = re.compile(r"[^\s\"]+")
 PREFIX_MIN = 7  # a query word this long that begins a distinctive secret shape is refused
 
@@ -752,7 +760,7 @@ def secret_prefix(word: str) -> str | None:
     capital (`sk-learn`, `hf_hub_download` are words, `hf_XsAyAU` is not). Matching is
     case-insensitive, as the index folds case."""
     w = word.lower()
-    for p, body, name in _PREFIXES:
+    for p, body, name in _PREFIXES_BY_FIRST.get(w[:1], ()):
         if len(w) >= PREFIX_MIN and p.startswith(w):
             return name
         if w.startswith(p) and (len(w) >= PREFIX_MIN or (len(p) >= 7 and w == p)):
