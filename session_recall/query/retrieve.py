@@ -268,7 +268,8 @@ class Retriever:
         return score, keys
 
     def fts(self, expr: str, scope_sql: str, params: list, run: Run, first: int | None = None,
-            bm25: str | None = None, window: tuple[int, int | None] | None = None) -> Iterator[tuple]:
+            bm25: str | None = None, window: tuple[int, int | None] | None = None,
+            empty: bool = False) -> Iterator[tuple]:
         """Candidates in rank order. Only keys and scores are sorted (every
         match is scored); the text of a candidate is read when verification
         reaches it.
@@ -287,8 +288,14 @@ class Retriever:
         which also skips the ranked page: its proof needs FTS5's own order.
 
         `window` (lo, hi): only the matches with lo <= rowid < hi (hi None:
-        no upper end), a window of the bounded plan (windowed)."""
-        score, keys = self.order_sql(run)
+        no upper end), a window of the bounded plan (windowed).
+
+        `empty`: FTS5 holds no candidate (candidates_bound is 0): nothing
+        is asked of it (a ranked first page that finds nothing would be
+        asked again, larger, and then the rest)."""
+        score, keys = self.order_sql(run)  # (its re-ranks are reported either way)
+        if empty:
+            return
         head: list[str | int] = [expr]
         if window is not None:
             expr_sql = " AND message_fts.rowid >= ?" + (" AND message_fts.rowid < ?" if window[1] is not None else "")
@@ -540,11 +547,13 @@ class Retriever:
         # dialogue sets with a window of 256 (as 2,048 is at about eight times
         # their size), session hit@1 0.300 -> 0.195 (DREAM), 0.262 -> 0.225 (C3).
         window = self.ranking.plan_window
-        if (first is not None and bm25 is None and not self.settings.pinned_cwds and not any_term
-                and self.candidates_bound(indexed, any_term, cap=window + 1) > window):
+        bound = (self.candidates_bound(indexed, any_term, cap=window + 1)
+                 if first is not None and bm25 is None and not self.settings.pinned_cwds and not any_term else None)
+        if first is not None and bound is not None and bound > window:
             rows = self.windowed(expr, scope_sql, params, run, first, lambda: self.candidates_bound(indexed, any_term))
         else:
-            rows = self.fts(expr, scope_sql, params, run, first=first, bm25=bm25)
+            # A bound of 0: no candidate (a term the index holds nowhere).
+            rows = self.fts(expr, scope_sql, params, run, first=first, bm25=bm25, empty=bound == 0)
         for hit in self.verify(rows, terms, need_all=not any_term, run=run):
             found = True
             yield hit
