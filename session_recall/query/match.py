@@ -35,10 +35,18 @@ def message_matches(terms: list[str], text: str, attachment_names: list[str], nf
     `nfkc`: the text is known to be in NFKC (messages.nfkc), as verification
     reads it; the normalization, the dearest step of folding, is skipped."""
     collapse = needs_collapse(terms)
-    fields = [match_text(text, collapse, nfkc)] + [match_text(n, collapse) for n in attachment_names]
-    return all(any(occurs(t, f) for f in fields) for t in terms)
+    body = match_text(text, collapse, nfkc)
+    names: list[str] | None = None  # folded when a term is not in the text
+    for t in terms:
+        if occurs(t, body):
+            continue
+        if names is None:
+            names = [match_text(n, collapse) for n in attachment_names]
+        if not any(occurs(t, n) for n in names):
+            return False
+    return True
 
 
 def needs_collapse(terms: list[str]) -> bool:
     """Whether any folded term holds a space (the only white space a folded term has)."""
-    return any(" " in t for t in terms)
+    return " " in "".join(terms)
