@@ -17,7 +17,7 @@ import zstandard
 from session_recall import Index
 from session_recall.indexer.project import PROJECTION_VERSION
 from session_recall.text.redact import REDACTOR_VERSION
-from session_recall.text.tokens import TOKENIZER_VERSION
+from session_recall.text.tokens import FTS_TOKENIZE, TOKENIZER_VERSION, index_body
 from tests.helpers import found, messages, write
 
 # --- helpers ------------------------------------------------------------------
@@ -538,6 +538,42 @@ def test_version_change_rebuilds_keeping_deleted_sources(index, db_path, logs_di
     with Index.open(db_path.with_name("fresh.db")) as fresh:
         fresh.sync([logs_dir])
         assert messages(fresh) == {k: v for k, v in before.items() if k[0] == "sa"}
+
+
+def _fts_sql(index) -> str:
+    return index.store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'message_fts'").fetchone()[0]
+
+
+def test_an_index_made_before_the_one_character_prefix_index_is_rebuilt_with_it(index, logs_dir, canonical):
+    """Tokenizer version 2 had no prefix index: a one-character CJK term
+    merged the row lists of every token beginning with it. Such an index
+    answers the same before and after its rebuild, which its next sync does."""
+    s = canonical("s1")
+    write(logs_dir / "a.jsonl", s.session(), s.message("m1", "上周给简历选的什么字体"),
+          s.message("m2", "字 alone"), s.message("m3", "nothing here"))
+    index.sync([logs_dir])
+    assert "prefix='1'" in _fts_sql(index)
+    want = found(index, "字")
+    assert want == [("s1", "m1"), ("s1", "m2")]
+
+    conn = index.store.conn  # what version 2 made: the same bodies, no prefix index
+    with conn:
+        conn.execute("DROP TABLE message_fts")
+        conn.execute("CREATE VIRTUAL TABLE message_fts USING fts5(body, content='', contentless_delete=1, "
+                     f"tokenize=\"{FTS_TOKENIZE}\")")
+        for rowid, text in list(conn.execute("SELECT id, text FROM messages")):
+            conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, index_body(text)))
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'tokenizer_version'")
+    assert "prefix" not in _fts_sql(index)
+    assert index.status()["stale"]
+    assert found(index, "字") == want  # the prefix merge, as version 2 answered
+
+    report = index.sync([logs_dir])
+    assert report.rebuilt is True
+    assert "prefix='1'" in _fts_sql(index)
+    assert index.status()["tokenizer_version"] == TOKENIZER_VERSION == 3
+    assert found(index, "字") == want
+    assert found(index, "字体") == [("s1", "m1")]
 
 
 def test_rebuild_after_a_rename_keeps_each_message_once(index, logs_dir, canonical):

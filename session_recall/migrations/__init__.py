@@ -44,9 +44,17 @@ def create_fts(conn: apsw.Connection) -> None:
     # Contentless with delete support: the text lives once, in `messages`;
     # FTS5 keeps only the inverted index of the bigram-rewritten body
     # (docs/storage.md has the measurements behind this choice).
+    # prefix='1': an index of every token's first character. A one-character
+    # CJK term is the prefix query `"年"*` (text/tokens.py), which without it
+    # merges the row lists of every token that begins with that character
+    # (4,164 tokens for `是` at 1 GB: 200 ms at 250 MB, seconds at 1 GB,
+    # whatever the LIMIT); with it, one row list. It costs about a quarter
+    # more FTS5 table and a third more FTS5 insert time (docs/benchmarks.md,
+    # "What each lever bought"). A table made before it is rebuilt once, on
+    # the first sync (tokens.TOKENIZER_VERSION 3).
     conn.execute(
         "CREATE VIRTUAL TABLE message_fts USING fts5("
-        f"body, content='', contentless_delete=1, tokenize=\"{FTS_TOKENIZE}\")"
+        f"body, content='', contentless_delete=1, prefix='1', tokenize=\"{FTS_TOKENIZE}\")"
     )
     tune_fts(conn)
 

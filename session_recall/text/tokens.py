@@ -30,7 +30,10 @@ from dataclasses import dataclass
 
 from .fold import CJK_RUN, blank_placeholders, fold_form
 
-TOKENIZER_VERSION = 2
+# What the index's tokens and its FTS5 table are: an index built by another
+# version is rebuilt on its next sync (indexer/sync.py, Sync.rebuild). 3: the
+# FTS5 table has a one-character prefix index (migrations.create_fts).
+TOKENIZER_VERSION = 3
 # unicode61 must not strip diacritics or split on marks, so that its tokens are
 # exactly the words of the folded text (see fold.is_word_char).
 FTS_TOKENIZER_ARGS = ["remove_diacritics", "0", "categories", "L* N* Co M*"]
