@@ -90,14 +90,24 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
     # per query of the mix and per extra term, then the slowest, ripgrep's time over it, the median and
     # the sum. HEAD's engine is a real second engine, loaded from git beside the current one.
+    # --exact: whole envelopes compared, every field but elapsed_ms.
     ab = subprocess.run([sys.executable, "-m", "bench.query_ab", str(out), "--base", "HEAD",
-                         "--reps", "1", "--extra", "qzxjvkwy"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                         "--reps", "1", "--extra", "qzxjvkwy", "--exact"], cwd=ROOT, capture_output=True, text=True,
+                        timeout=120)
     assert ab.returncode == 0, ab.stdout[-3000:] + ab.stderr[-3000:]
     rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
     assert len(rows) == len(data["queries"]) + 1 + 4
     assert [r.split(" | ")[0] for r in rows[-4:]] == [
         "| slowest of the run's mix", f"| ripgrep's time over it, the {sum(1 for q in data['queries'] if q['query'])}"
         " term queries summed", "| median of the run's mix", "| sum of the run's mix"]
+
+    # ...and the whole of Index.recall against HEAD's package, each in a process of its own: the same
+    # envelopes (it asserts that), one row per query of the mix, then the slowest, the median and the sum.
+    whole = subprocess.run([sys.executable, "-m", "bench.recall_ab", str(out), "--base", "HEAD", "--rounds", "1",
+                            "--reps", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
+    rows = [line for line in whole.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
+    assert len(rows) == len(data["queries"]) + 3 and rows[-1].startswith("| sum of the run's mix |")
 
     # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
     # asserts that), one row per query of the mix, then the median and the sum.

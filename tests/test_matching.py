@@ -342,3 +342,32 @@ def test_long_texts_normalise_as_unicodedata_does(text: str) -> None:
     from session_recall.text.fold import _nfkc
 
     assert _nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+# Folding a long text a piece at a time (fold.match_text_pieces): what
+# verification reads must be the same text, and a term must occur in it
+# where it occurs in one piece. Characters that compose, reorder, expand or
+# fold across a neighbour, placeholders, and white space of every kind.
+_PIECE_SOUP = [" ", "\n", "\r", "\t", "\xa0", "\u3000", "a", "A", "e", "\u0301", "\u0316", "é", "ß", "İ", "ﬁ", "Ω",
+               "\u2126", "ｆ", "，", "①", "\U0001d400", "か", "\u3099", "が", "\u1100", "\u1161", "\u11a8", "한", "中", "文",
+               "\ue000secret:0123abcd\ue001", "1", "_", "-", "."]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_long_text_folds_the_same_a_piece_at_a_time(seed: int) -> None:
+    import random
+
+    from session_recall.query.match import occurs
+    from session_recall.text.fold import match_text_pieces
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        text = "".join(rng.choice(_PIECE_SOUP) for _ in range(rng.randint(0, 200)))
+        whole = match_text(text, False)
+        size = rng.choice([1, 2, 7, 31])
+        pieces = list(match_text_pieces(text, False, size))
+        assert "".join(pieces) == whole, (text, size)
+        for _ in range(5):
+            term = fold("".join(rng.choice(_PIECE_SOUP[6:]) for _ in range(rng.randint(1, 3)))).strip()
+            if term and " " not in term and "\n" not in term:
+                assert any(occurs(term, p) for p in pieces) == occurs(term, whole), (text, term, size)

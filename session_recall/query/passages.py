@@ -137,9 +137,11 @@ def _locate(text: str, terms: list[str]) -> int:
 
 
 def _cut(text: str, budget: int, terms: list[str]) -> tuple[str, bool]:
-    """At most `budget` bytes of text, around the first place a term occurs."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= budget:
+    """At most `budget` bytes of text, around the first place a term occurs.
+    (Every character is at least a byte: a text of more characters than the
+    budget is not encoded to be measured, and only as many characters as
+    the budget are encoded to be cut; a tool result can be megabytes.)"""
+    if len(text) <= budget and len(text.encode("utf-8", "surrogatepass")) <= budget:
         return text, False
     if budget < 7:  # no room for the two ellipses (3 bytes each) and a character
         return "", True
@@ -147,7 +149,7 @@ def _cut(text: str, budget: int, terms: list[str]) -> tuple[str, bool]:
     # centre the window on the hit, in characters, then trim to bytes
     chars = max(1, budget // 3)
     start = max(0, at - chars // 3)
-    piece = text[start:]
+    piece = text[start : start + budget - 6]
     cut = piece.encode("utf-8", "surrogatepass")[: budget - 6].decode("utf-8", "ignore")
     return ("…" if start else "") + cut + "…", True
 

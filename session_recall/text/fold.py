@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import lru_cache
 
 # Han (with extensions and compatibility ideographs), kana, Hangul, and the
@@ -177,6 +178,38 @@ def match_text(text: str, collapse: bool = True, nfkc: bool = False) -> str:
     which costs as much as the folding."""
     folded = fold(blank_placeholders(text), nfkc)
     return _WS.sub(" ", folded) if collapse else folded
+
+
+# A long text is folded a piece at a time, so that a reader can stop once
+# it found what it looks for (verification: every term). Pieces are cut just
+# before an ASCII space or newline, which nothing reaches across: NFKC
+# decomposes, reorders and composes nothing over a starter that is in no
+# composition; case folding takes a character at a time; a placeholder
+# holds no white space. So the pieces' match texts, end to end, are the
+# text's.
+PIECE_CHARS = 16384
+_CUTS = (" ", "\n")
+
+
+def match_text_pieces(text: str, nfkc: bool = False, size: int = PIECE_CHARS) -> Iterator[str]:
+    """match_text(text, collapse=False, nfkc) in pieces of at least `size`
+    characters (but the last), each cut before a space or a newline; their
+    concatenation is the whole match text. A term holding neither occurs in
+    the whole where it occurs in one piece: a cut character is in no such
+    term and is no word character, so no occurrence spans a cut and one at
+    a piece's end has white space after it."""
+    start, n = 0, len(text)
+    while start < n:
+        cut = n
+        if n - start > size:
+            # (looked for in the next `size` characters first: a text without
+            # newlines is not searched to its end for each piece)
+            found = [i for i in (text.find(c, start + size, start + 2 * size) for c in _CUTS) if i >= 0] or [
+                i for i in (text.find(c, start + size) for c in _CUTS) if i >= 0]
+            if found:
+                cut = min(found)
+        yield match_text(text[start:cut], False, nfkc)
+        start = cut
 
 
 @lru_cache(maxsize=65536)

@@ -817,6 +817,8 @@ def find_secret(text: str) -> str | None:
 
 def render(text: str, mode: str) -> tuple[str, int]:
     """Turn stored placeholders into output: `mask` or `hash`; count them."""
+    if PLACEHOLDER_OPEN not in text:  # most texts: no placeholder to scan for
+        return text, 0
     count = 0
 
     def sub(m: re.Match) -> str:
