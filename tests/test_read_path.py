@@ -119,6 +119,20 @@ def test_grams_of_runs_side_by_side(pieces):
 
 
 @settings(deadline=None)
+@given(st.lists(st.sampled_from(["字", "体显示", "あ", "\U00020000", " ", "ab", "、"]), max_size=40),
+       st.integers(1, 8))
+def test_grams_of_a_long_text_are_laid_out_a_slice_of_runs_at_a_time(pieces, chars):
+    """A text longer than tokens._LAYOUT_CHARS: its runs go in slices of
+    about that many characters (here a few), a run longer than that alone."""
+    folded = words_only("".join(pieces))
+    saved, tokens._LAYOUT_CHARS = tokens._LAYOUT_CHARS, chars
+    try:
+        assert tokens._grams(folded) == plain_grams(folded)
+    finally:
+        tokens._LAYOUT_CHARS = saved
+
+
+@settings(deadline=None)
 @given(TEXT)
 def test_index_body_form_is_unchanged(text):
     assert index_body_form(text) == plain_index_body_form(text)
