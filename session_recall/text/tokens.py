@@ -104,7 +104,9 @@ def _bmp_separators() -> re.Pattern[str]:
     than the space itself (a match per space would cost more than the table):
     a class the regex engine keeps as a bitmap."""
     cats = list(map(unicodedata.category, map(chr, range(0x10000))))
-    flags = "".join("1" if cp != 0x20 and not (c[0] in "LNM" or c == "Co") else "0" for cp, c in enumerate(cats))
+    sep = {c: "0" if c[0] in "LNM" or c == "Co" else "1" for c in set(cats)}
+    flags = "".join(map(sep.__getitem__, cats))
+    flags = flags[:0x20] + "0" + flags[0x21:]  # (the space)
     ranges = [(m.start(), m.end() - 1) for m in re.finditer("1+", flags)]
     return re.compile("[" + "".join(_range(a, b) for a, b in ranges) + "]")
 
