@@ -48,9 +48,26 @@ def plain_index_body_form(text: str) -> tuple[str, bool]:
     return plain_grams(plain_words_only(folded)), nfkc
 
 
+_CUTS = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b >= 128) else 32 for b in range(256))
+
+
+def plain_body_tokens(body: str) -> int:
+    """The count as it was: the body cut where unicode61 cuts it, split into tokens."""
+    return len(body.encode("utf-8", "surrogatepass").translate(_CUTS).split())
+
+
 def plain_has_trigger(text: str) -> bool:
     low = redact._lower(text)
     return any(t in low for t in redact._TRIGGERS if t != "\n")
+
+
+def plain_trigger_hits(low: str) -> dict[str, list[int]]:
+    """Every start of every trigger in `low`, overlapping ones too."""
+    out = {t: [p for p in range(len(low)) if low.startswith(t, p)] for t in redact._TRIGGERS if t != "\n"}
+    out = {t: hits for t, hits in out.items() if hits}
+    if "\n" in low:
+        out["\n"] = []
+    return out
 
 
 # --- texts -------------------------------------------------------------------
@@ -102,9 +119,30 @@ def test_grams_of_runs_side_by_side(pieces):
 
 
 @settings(deadline=None)
+@given(st.lists(st.sampled_from(["字", "体显示", "あ", "\U00020000", " ", "ab", "、"]), max_size=40),
+       st.integers(1, 8))
+def test_grams_of_a_long_text_are_laid_out_a_slice_of_runs_at_a_time(pieces, chars):
+    """A text longer than tokens._LAYOUT_CHARS: its runs go in slices of
+    about that many characters (here a few), a run longer than that alone."""
+    folded = words_only("".join(pieces))
+    saved, tokens._LAYOUT_CHARS = tokens._LAYOUT_CHARS, chars
+    try:
+        assert tokens._grams(folded) == plain_grams(folded)
+    finally:
+        tokens._LAYOUT_CHARS = saved
+
+
+@settings(deadline=None)
 @given(TEXT)
 def test_index_body_form_is_unchanged(text):
     assert index_body_form(text) == plain_index_body_form(text)
+
+
+@settings(deadline=None)
+@given(TEXT)
+def test_body_tokens_is_the_split_count(text):
+    for body in (text, tokens.index_body(text)):
+        assert tokens.body_tokens(body) == plain_body_tokens(body)
 
 
 # Pieces of words a stream's last word may hold: every trigger, its halves,
@@ -171,3 +209,16 @@ def test_case_insensitive_matching_takes_only_these_for_a_head_words_letters():
             for o in others.get(c, "") + c.upper():
                 variant = "x" + w[:i] + o + w[i + 1 :] + "x"
                 assert redact._may_hold_head(variant), variant
+
+
+@settings(deadline=None)
+@given(st.lists(st.sampled_from(_TRIGGER_PIECES) | st.text(max_size=3), max_size=12).map("".join))
+def test_trigger_hits_are_every_start_of_every_trigger(text):
+    low = redact._lower(text)
+    assert redact._trigger_hits(low) == plain_trigger_hits(low)
+
+
+def test_trigger_hits_of_each_trigger_alone_and_twice():
+    for t in redact._TRIGGERS:
+        for low in (t, t + t, "x" + t + "x"):
+            assert redact._trigger_hits(low) == plain_trigger_hits(low), low

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 
 from .fold import CJK_CLASS, CJK_RUN, blank_placeholders, fold_form
 
@@ -102,7 +104,9 @@ def _bmp_separators() -> re.Pattern[str]:
     than the space itself (a match per space would cost more than the table):
     a class the regex engine keeps as a bitmap."""
     cats = list(map(unicodedata.category, map(chr, range(0x10000))))
-    flags = "".join("1" if cp != 0x20 and not (c[0] in "LNM" or c == "Co") else "0" for cp, c in enumerate(cats))
+    sep = {c: "0" if c[0] in "LNM" or c == "Co" else "1" for c in set(cats)}
+    flags = "".join(map(sep.__getitem__, cats))
+    flags = flags[:0x20] + "0" + flags[0x21:]  # (the space)
     ranges = [(m.start(), m.end() - 1) for m in re.finditer("1+", flags)]
     return re.compile("[" + "".join(_range(a, b) for a, b in ranges) + "]")
 
@@ -125,15 +129,19 @@ def index_body_form(text: str) -> tuple[str, bool]:
 
 # The bytes unicode61 cuts an index body at: every ASCII byte but letters and
 # digits (words_only has already turned every other separator into a space;
-# the bytes of a multibyte character are all >= 0x80).
-_CUTS = bytes(b if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b >= 128) else 32 for b in range(256))
+# the bytes of a multibyte character are all >= 0x80). Each becomes a space
+# here, and every other byte an `a`.
+_TOKEN_BYTES = bytes(97 if (48 <= b <= 57 or 65 <= b <= 90 or 97 <= b <= 122 or b >= 128) else 32 for b in range(256))
 
 
 def body_tokens(body: str) -> int:
     """How many tokens FTS5 indexes for `body` (an index_body result), as its
     docsize records them, at a few percent of the cost of tokenizing again.
-    (A letter newer than SQLite's Unicode table is the one case it may miss.)"""
-    return len(body.encode("utf-8", "surrogatepass").translate(_CUTS).split())
+    (A letter newer than SQLite's Unicode table is the one case it may miss.)
+    A token starts at an `a` after a space, or at the start: counted in C,
+    without a bytes object per token (as split() made)."""
+    marks = body.encode("utf-8", "surrogatepass").translate(_TOKEN_BYTES)
+    return marks.count(b" a") + marks.startswith(b"a")
 
 
 # A CJK run, captured, for re.split. `[c][c]*` rather than `[c]+`: a pattern
@@ -151,17 +159,42 @@ def _grams(folded: str) -> str:
     its last character, spaced: `ab显示器cd` becomes `ab 显示 示器 器 cd`.
 
     Every step runs in C, whatever the number of runs (a Python loop per run
-    cost 5 microseconds, most of the rewrite): the runs, joined by NUL
-    (which no run holds), are laid out as UTF-32 code units, three per
-    character c_i: c_i, c_(i+1), space; written by three strided copies of
-    memoryviews. A run `abc` then reads `ab bc c<NUL> `; between two runs
-    `...c<NUL> <NUL>d de ...`, whose `<NUL> <NUL>d ` (the next run's first
-    character after a NUL) is where re.split cuts. The pieces go back
-    between the text's other parts, joined by single spaces."""
+    cost 5 microseconds, most of the rewrite): the text is split at its runs,
+    the runs are laid out together (_layout), and the pieces go back between
+    the text's other parts, joined by single spaces."""
     parts = _CJK_SPLIT.split(folded)
     if len(parts) == 1:
         return folded
-    src = memoryview("\x00".join(parts[1::2]).encode("utf-32-le")).cast("I")
+    runs = parts[1::2]
+    if len(folded) <= _LAYOUT_CHARS:
+        parts[1::2] = _layout(runs)
+    else:  # a long text: its runs a slice at a time, so the layout's memory stays bounded
+        ends = list(accumulate(map(len, runs)))
+        pieces: list[str] = []
+        i = 0
+        while i < len(runs):
+            j = max(i + 1, bisect_right(ends, (ends[i - 1] if i else 0) + _LAYOUT_CHARS))
+            pieces += _layout(runs[i:j])
+            i = j
+        parts[1::2] = pieces
+    return " ".join(parts)
+
+
+# Characters of runs laid out at once: the layout takes about 30 bytes a
+# character (its code units, three per character, and the decoded string).
+_LAYOUT_CHARS = 1 << 18
+
+
+def _layout(runs: list[str]) -> list[str]:
+    """The bigrams of each run (see _grams), spaced, one string a run.
+
+    The runs, joined by NUL (which no run holds), are laid out as UTF-32
+    code units, three per character c_i: c_i, c_(i+1), space; written by
+    three strided copies of memoryviews. A run `abc` then reads
+    `ab bc c<NUL> `; between two runs, `...c<NUL> <NUL>d de ...`, whose
+    `<NUL> <NUL>d ` (the next run's first character after a NUL) is where
+    re.split cuts."""
+    src = memoryview("\x00".join(runs).encode("utf-32-le")).cast("I")
     n = len(src)
     out = bytearray(_SPACE32 * (3 * n))
     view = memoryview(out).cast("I")
@@ -171,8 +204,7 @@ def _grams(folded: str) -> str:
     view.release()
     pieces = _RUN_BOUNDARY.split(out.decode("utf-32-le"))
     pieces[-1] = pieces[-1][:-2]  # the last run's `<NUL> `
-    parts[1::2] = pieces
-    return " ".join(parts)
+    return pieces
 
 
 @dataclass(frozen=True)
