@@ -17,7 +17,7 @@ import zstandard
 from session_recall import Index
 from session_recall.indexer.project import PROJECTION_VERSION
 from session_recall.text.redact import REDACTOR_VERSION
-from session_recall.text.tokens import TOKENIZER_VERSION
+from session_recall.text.tokens import FTS_TOKENIZE, TOKENIZER_VERSION, index_body
 from tests.helpers import found, messages, write
 
 # --- helpers ------------------------------------------------------------------
@@ -538,6 +538,48 @@ def test_version_change_rebuilds_keeping_deleted_sources(index, db_path, logs_di
     with Index.open(db_path.with_name("fresh.db")) as fresh:
         fresh.sync([logs_dir])
         assert messages(fresh) == {k: v for k, v in before.items() if k[0] == "sa"}
+
+
+def _fts_sql(conn) -> str:
+    return conn.execute("SELECT sql FROM sqlite_master WHERE name = 'message_fts'").fetchone()[0]
+
+
+def test_an_index_made_before_the_one_character_prefix_index_gets_it_by_migration(index, db_path, logs_dir,
+                                                                                   canonical):
+    """Before migration m011 the FTS5 table had no prefix index: a lone CJK
+    character merged the row lists of every token beginning with it. m011
+    makes the table again, with it, from the stored rows: the same answers,
+    the same scores, nothing read from the logs again."""
+    s = canonical("s1")
+    write(logs_dir / "a.jsonl", s.session(), s.message("m1", "上周给简历选的什么字体"),
+          s.message("m2", "字 alone"), s.message("m3", "nothing here"))
+    index.sync([logs_dir])
+    conn = index.store.conn
+    assert "prefix='1'" in _fts_sql(conn)
+
+    def scored(ix: Index, query: str) -> list[tuple[str, float]]:
+        return [(h.message_id, round(h.score, 9)) for h, _ in ix.search(query, limit=100)]
+
+    want = {q: scored(index, q) for q in ("字", "字体", "alone", "上周")}
+    assert [m for m, _ in want["字"]] and sorted(m for m, _ in want["字"]) == ["m1", "m2"]
+    with conn:  # the table as it was made before m011
+        conn.execute("DROP TABLE message_fts")
+        conn.execute("CREATE VIRTUAL TABLE message_fts USING fts5(body, content='', contentless_delete=1, "
+                     f"tokenize=\"{FTS_TOKENIZE}\")")
+        for rowid, text in list(conn.execute("SELECT id, text FROM messages")):
+            conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, index_body(text)))
+        conn.execute("DELETE FROM _migrations WHERE name = 'm011_one_character_prefix_index'")
+    assert {q: scored(index, q) for q in want} == want  # the prefix merge answered the same
+    index.close()
+
+    with Index.open(db_path) as again:
+        c = again.store.conn
+        assert "prefix='1'" in _fts_sql(c)
+        assert c.execute("SELECT 1 FROM _migrations WHERE name = 'm011_one_character_prefix_index'").fetchone()
+        assert {q: scored(again, q) for q in want} == want
+        assert again.status()["stale"] is False  # no rebuild owed: the tokens are the same
+        assert again.sync([logs_dir]).rebuilt is False
+        c.execute("INSERT INTO message_fts(message_fts, rank) VALUES ('integrity-check', 1)")
 
 
 def test_rebuild_after_a_rename_keeps_each_message_once(index, logs_dir, canonical):

@@ -377,30 +377,29 @@ class Retriever:
 
     def candidates_bound(self, terms: list[Term], any_term: bool, cap: int | None = None) -> int:
         """At most how many rows FTS5 gives as candidates of the terms,
-        from the index's own counts of rows per token (fts5vocab): a phrase
-        has at most the rows of its rarest token, a prefix token at most
-        the rows of every token it starts (summed), an AND at most the rows
-        of its rarest term, an OR at most their sum. Exact for one token.
-        fts5vocab reads every row (and position) of a token to count it;
-        with `cap`, a token (not a prefix) is counted up to `cap` rows only
-        (FTS5 reads that many of its row ids), which decides whether the
-        bound exceeds cap - 1 at a cost that does not grow with the index."""
+        from the index's own counts of rows per token: a phrase has at most
+        the rows of its rarest token, an AND at most the rows of its rarest
+        term, an OR at most their sum. Exact for one token. fts5vocab reads
+        every row (and position) of a token to count it; with `cap`, a token
+        is counted up to `cap` rows only (FTS5 reads that many of its row
+        ids), which decides whether the bound exceeds cap - 1 at a cost that
+        does not grow with the index. A prefix token (a lone CJK character:
+        text/tokens.py makes no other) is counted by FTS5 itself, capped or
+        not: the table's one-character prefix index holds it as one row list
+        (migrations.create_fts), where fts5vocab would read every token
+        beginning with it."""
         if not self._vocab:
             self.conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.recall_vocab "
                               "USING fts5vocab(main, message_fts, row)")
             self._vocab = True
 
         def rows(token: str, prefix: bool) -> int:
-            if not prefix and cap is not None:
+            if cap is not None or prefix:
                 return one(self.conn.execute(
                     "SELECT count(*) FROM (SELECT 1 FROM message_fts WHERE message_fts MATCH ? LIMIT ?)",
-                    (fts_quote(token), cap)))[0]
-            if not prefix:
-                return one(self.conn.execute("SELECT coalesce(max(doc), 0) FROM temp.recall_vocab WHERE term = ?",
-                                             (token,)))[0]
-            return one(self.conn.execute(
-                "SELECT coalesce(sum(doc), 0) FROM temp.recall_vocab WHERE term >= ? AND term < ?",
-                (token, token[:-1] + chr(ord(token[-1]) + 1))))[0]
+                    (fts_quote(token) + ("*" if prefix else ""), -1 if cap is None else cap)))[0]
+            return one(self.conn.execute("SELECT coalesce(max(doc), 0) FROM temp.recall_vocab WHERE term = ?",
+                                         (token,)))[0]
 
         per_term = []
         for t in terms:
