@@ -35,41 +35,40 @@ def message_matches(terms: list[str], text: str, attachment_names: list[str], nf
     `nfkc`: the text is known to be in NFKC (messages.nfkc), as verification
     reads it; the normalization, the dearest step of folding, is skipped."""
     collapse = needs_collapse(terms)
-    if len(text) > LONG_TEXT:
-        names = [match_text(n, collapse) for n in attachment_names]
-        return len(held(terms, text, names, collapse, nfkc)) == len(set(terms))
-    body = match_text(text, collapse, nfkc)
-    folded: list[str] | None = None  # the names, folded when a term is not in the text
-    for t in terms:
-        if occurs(t, body):
-            continue
-        if folded is None:
-            folded = [match_text(n, collapse) for n in attachment_names]
-        if not any(occurs(t, n) for n in folded):
-            return False
-    return True
+    names = [match_text(n, collapse) for n in attachment_names]
+    return len(held(terms, text, names, collapse, nfkc, need_all=True)) == len(set(terms))
 
 
 # A text this long is folded a piece at a time (fold.match_text_pieces).
 LONG_TEXT = 2 * PIECE_CHARS
 
 
-def held(terms: list[str], text: str, names: list[str], collapse: bool, nfkc: bool = False) -> set[str]:
-    """The terms that occur in `text` (stored text; `nfkc` as for
-    match_text) or in one of `names` (match texts). A long text, when no
-    term holds a space or a newline, is folded a piece at a time and only
+def held(terms: list[str], text: str, names: list[str], collapse: bool, nfkc: bool = False,
+         need_all: bool = False) -> list[str]:
+    """The terms, in order and each once, that occur in `text` (stored
+    text; `nfkc` as for match_text) or in one of `names` (match texts).
+    `need_all`: the caller needs every term, so the first one missing ends
+    the search (a long query costs no more than it must). A long text, when
+    no term holds a space or a newline, is folded a piece at a time and only
     until every term is found: a match near its start costs that much."""
-    if collapse or len(text) <= LONG_TEXT or any(" " in t or "\n" in t for t in terms):
+    wanted = list(dict.fromkeys(terms))
+    if collapse or len(text) <= LONG_TEXT or any(" " in t or "\n" in t for t in wanted):
         body = match_text(text, collapse, nfkc)
-        return {t for t in terms if occurs(t, body) or any(occurs(t, n) for n in names)}
-    found = {t for t in terms if any(occurs(t, n) for n in names)}
-    pending = [t for t in dict.fromkeys(terms) if t not in found]
+        out = []
+        for t in wanted:
+            if occurs(t, body) or any(occurs(t, n) for n in names):
+                out.append(t)
+            elif need_all:
+                break
+        return out
+    found = {t for t in wanted if any(occurs(t, n) for n in names)}
+    pending = [t for t in wanted if t not in found]
     for piece in match_text_pieces(text, nfkc):
         found.update(t for t in pending if occurs(t, piece))
         pending = [t for t in pending if t not in found]
         if not pending:
             break
-    return found
+    return [t for t in wanted if t in found]
 
 
 def needs_collapse(terms: list[str]) -> bool:

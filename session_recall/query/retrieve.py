@@ -29,7 +29,7 @@ from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
 from ..text.tokens import TOKENIZER_VERSION
 from . import rank
 from .gates import Scope, session_path
-from .match import LONG_TEXT, held, needs_collapse, occurs
+from .match import held, needs_collapse
 from .parse import Term, fts_phrase, fts_query, fts_quote
 from .rank import Ranking
 
@@ -508,17 +508,7 @@ class Retriever:
                 text, atts, nfkc = one(self.conn.execute("SELECT text, attachments, nfkc FROM messages WHERE id = ?",
                                                          (rowid,)))
             names = [match_text(a["name"], collapse) for a in orjson.loads(atts)] if atts else []
-            if len(text) > LONG_TEXT:  # folded a piece at a time, until every term is found
-                found = held(folded, text, names, collapse, nfkc)
-                matched = [t for t in folded if t in found]
-            else:
-                fields = [match_text(text, collapse, nfkc), *names]
-                matched = []
-                for t in folded:
-                    if any(occurs(t, f) for f in fields):
-                        matched.append(t)
-                    elif need_all:  # one missing term decides: a long query costs no more than it must
-                        break
+            matched = held(folded, text, names, collapse, nfkc, need_all=need_all)
             if (len(matched) == len(folded)) if need_all else matched:
                 yield Hit(rowid, session, turn, -score, ts, matched)
 
