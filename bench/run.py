@@ -57,6 +57,12 @@ every index is opened with default settings.
 
 `python -m bench.run --render OUT.json` prints the tables of an earlier run again.
 
+`--skip fullscan,trigram,unicode61,floor` leaves those baselines out (their
+figures are null, and the tables say so): at 1 GB and beyond each reads or
+indexes every byte again, the trigram table at a tenth of the build's speed,
+which is more than the run itself; ripgrep, the ratio the query targets name,
+always runs.
+
 `--cprofile FILE` adds a second, profiled build (into a scratch database; the
 measured build is never profiled) and prints its top entries by cumulative time.
 """
@@ -90,6 +96,8 @@ KEYS = (
     "freshness_p99_ms",
 )
 RG_INSTALL = "apt-get install -y ripgrep"
+BASELINES = ("fullscan", "trigram", "unicode61", "floor")  # what --skip can leave out
+TABLES = ("unicode61", "trigram", "floor")
 
 
 # ---------------------------------------------------------------------------
@@ -327,18 +335,20 @@ def rg_seconds(rg: str, root: Path, term: str, runs: int = 3) -> float:
     return statistics.median(times)
 
 
-def build_baseline_tables(db: Path, work: Path) -> dict:
+def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES) -> dict:
     """Three FTS5 tables over the messages the index stored, each in its own
     database: a plain unicode61 table (raw text), a trigram table (folded
     text), and the index's own table (create_fts) fed the index's own bodies
     (fts_body): FTS5's insert alone, without parsing, redaction, the
     `messages` rows or the bigram rewrite, which no build of this index can
     beat. What each table is fed is made before the clock starts; only the
-    inserts and their commits are timed."""
+    inserts and their commits are timed. `names`: the tables to build."""
     from session_recall.indexer.ingest import fts_body
     from session_recall.migrations import create_fts
     from session_recall.text.fold import fold
 
+    if not names:
+        return {}
     src = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
     rows = list(src.execute("SELECT id, text, attachments FROM messages ORDER BY id"))
     src.close()
@@ -354,6 +364,8 @@ def build_baseline_tables(db: Path, work: Path) -> dict:
          lambda t, a: fold(t)),
         ("floor", create_fts, body),
     ):
+        if name not in names:
+            continue
         table = "message_fts" if name == "floor" else "u"
         path = work / f"{name}.db"
         for s in ("", "-wal", "-shm"):
@@ -536,9 +548,17 @@ def ratio(x) -> str:
     return f"{x:,.0f}x" if x >= 100 else f"{x:.1f}x" if x >= 1 else f"{x:.2g}x"
 
 
+def skip_or(skipped: set[str], name: str, x) -> str:
+    return "skipped" if name in skipped else fmt(x)
+
+
 def render(res: dict) -> str:
     m, c, b, ix = res["machine"], res["corpus"], res["build"], res["index"]
     bl, fr = res["baselines"], res["freshness"]
+    skipped = set(res.get("skipped", ()))
+
+    def per_text_byte(name: str) -> str:
+        return "skipped" if name in skipped else f"{bl[f'{name}_bytes'] / max(1, ix['text_bytes']):.2f}"
     lines = [
         f"Command: `{res['command']}`",
         "",
@@ -559,8 +579,8 @@ def render(res: dict) -> str:
         + (f"; {b['cpu_s']:.2f} s of CPU ({c['raw_bytes'] / 1e6 / b['cpu_s']:.1f} MB per CPU-second, which "
            "other load on the machine hardly changes)" if b.get("cpu_s") else "") + " |",
         f"| build_text_mb_s | {fmt(res['build_text_mb_s'])} MB/s | {ix['text_bytes'] / 1e6:.1f} MB of stored text; "
-        f"FTS5 insert alone, no parsing: unicode61 {fmt(bl['unicode61_build_text_mb_s'])} MB/s, "
-        f"trigram {fmt(bl['trigram_build_text_mb_s'])} MB/s"
+        f"FTS5 insert alone, no parsing: unicode61 {skip_or(skipped, 'unicode61', bl['unicode61_build_text_mb_s'])} "
+        f"MB/s, trigram {skip_or(skipped, 'trigram', bl['trigram_build_text_mb_s'])} MB/s"
         + (f", the index's own table and bodies {fmt(bl['floor_build_text_mb_s'])} MB/s (the floor)"
            if bl.get("floor_build_text_mb_s") else "") + " |",
         f"| messages_per_s | {res['messages_per_s']:,.0f} | {ix['messages']:,} messages in {ix['sessions']:,} "
@@ -573,25 +593,29 @@ def render(res: dict) -> str:
            if b["workers_rss_kb"] else ", no worker process") + " |",
         f"| index_bytes_per_text_byte | {fmt(res['index_bytes_per_text_byte'])} | {ix['db_bytes'] / 1e6:.1f} MB "
         f"after a checkpoint, of which FTS5 {ix['fts_bytes'] / 1e6:.1f} MB; trigram table "
-        f"{bl['trigram_bytes'] / max(1, ix['text_bytes']):.2f}, unicode61 "
-        f"{bl['unicode61_bytes'] / max(1, ix['text_bytes']):.2f} bytes per text byte |",
+        f"{per_text_byte('trigram')}, unicode61 {per_text_byte('unicode61')} bytes per text byte |",
         f"| query_p50_ms | {fmt(res['query_p50_ms'])} | {len(res['queries'])} queries, warm, limit 5, "
         f"passages built |",
         f"| query_p99_ms | {fmt(res['query_p99_ms'])} | slowest: {res['slowest_query']} |",
-        f"| fullscan_ratio | {ratio(res['fullscan_ratio'])} | exact scan of the logs {fmt(bl['fullscan_ms'])} ms "
-        f"vs recall {fmt(bl['fullscan_recall_ms'])} ms, summed over {bl['fullscan_queries']} queries; "
-        f"per-query geometric mean {ratio(bl['fullscan_geomean_ratio'])} |",
+        f"| fullscan_ratio | {ratio(res['fullscan_ratio'])} | "
+        + ("skipped (--skip fullscan) |" if "fullscan" in skipped else
+           f"exact scan of the logs {fmt(bl['fullscan_ms'])} ms vs recall {fmt(bl['fullscan_recall_ms'])} ms, "
+           f"summed over {bl['fullscan_queries']} queries; per-query geometric mean "
+           f"{ratio(bl['fullscan_geomean_ratio'])} |"),
         f"| rg_ratio | {ratio(res['rg_ratio'])} | "
         + (f"`rg -F -i` {fmt(bl['rg_ms'])} ms vs recall {fmt(bl['rg_recall_ms'])} ms, summed over "
            f"{bl['rg_queries']} queries; per-query geometric mean {ratio(bl['rg_geomean_ratio'])} |"
            if res["rg_ratio"] is not None else
            f"ripgrep not installed: `{RG_INSTALL}` |"),
-        f"| trigram_ratio | {ratio(res['trigram_ratio'])} | trigram FTS5 + LIKE {fmt(bl['trigram_ms'])} ms vs "
-        f"recall {fmt(bl['trigram_recall_ms'])} ms, summed over {bl['trigram_queries']} queries; per-query "
-        f"geometric mean {ratio(bl['trigram_geomean_ratio'])} |",
-        f"| unicode61_recall | {fmt(res['unicode61_recall'], 3)} | plain unicode61 finds "
-        f"{bl['unicode61_found']:,} of {bl['unicode61_true']:,} true matches of {bl['unicode61_terms']} CJK terms "
-        f"(as prefix phrases); our bigram index's candidates hold {bl['bigram_found']:,} of them |",
+        f"| trigram_ratio | {ratio(res['trigram_ratio'])} | "
+        + ("skipped (--skip trigram) |" if "trigram" in skipped else
+           f"trigram FTS5 + LIKE {fmt(bl['trigram_ms'])} ms vs recall {fmt(bl['trigram_recall_ms'])} ms, summed over "
+           f"{bl['trigram_queries']} queries; per-query geometric mean {ratio(bl['trigram_geomean_ratio'])} |"),
+        f"| unicode61_recall | {fmt(res['unicode61_recall'], 3)} | "
+        + ("skipped (--skip unicode61) |" if "unicode61" in skipped else
+           f"plain unicode61 finds {bl['unicode61_found']:,} of {bl['unicode61_true']:,} true matches of "
+           f"{bl['unicode61_terms']} CJK terms (as prefix phrases); our bigram index's candidates hold "
+           f"{bl['bigram_found']:,} of them |"),
         f"| freshness_p99_ms | {fmt(res['freshness_p99_ms'], 0)} | `recall watch`, {fr['n']} appends: p50 "
         f"{fmt(fr['p50_ms'], 0)} ms, max {fmt(fr['max_ms'], 0)} ms, {fr['timeouts']} timeouts |",
         "",
@@ -641,7 +665,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="queries per category timed by the full scan (default 2; it reads every log per query)")
     ap.add_argument("--cprofile", type=Path, help="also profile a second build; write pstats here, print the top")
     ap.add_argument("--keep", action="store_true", help="keep the databases (in the work folder beside the corpus)")
+    ap.add_argument("--skip", default="", metavar="NAMES",
+                    help="baselines to leave out, comma-separated, of " + ", ".join(BASELINES) + " (their figures are "
+                         "null): for the largest corpora, where each reads or indexes every byte again")
     args = ap.parse_args(argv)
+    skip = tuple(n for n in args.skip.split(",") if n)
+    if unknown := [n for n in skip if n not in BASELINES]:
+        ap.error(f"--skip: unknown baseline {', '.join(unknown)} (known: {', '.join(BASELINES)})")
 
     t_start = time.perf_counter()
     p = C.params_from_args(args)
@@ -685,10 +715,12 @@ def main(argv: list[str] | None = None) -> int:
         if seen.get(q["category"], 0) < args.scan_per_category:
             seen[q["category"]] = seen.get(q["category"], 0) + 1
             scan_qs.append(q)
-    for q in scan_qs:
+    for q in scan_qs if "fullscan" not in skip else []:
         t0 = time.perf_counter()
         q["fullscan_hits"] = full_scan(corpus, q["terms"])
         q["fullscan_ms"] = (time.perf_counter() - t0) * 1000
+    if "fullscan" in skip:
+        scan_qs = []
     print(f"full scan: {len(scan_qs)} queries", flush=True)
     rg = shutil.which("rg")
     if rg:
@@ -697,14 +729,16 @@ def main(argv: list[str] | None = None) -> int:
             q["rg_ms"] = rg_seconds(rg, root, main_term) * 1000
     else:
         print(f"ripgrep (rg) is not installed, so rg_ratio is null; install it with: {RG_INSTALL}", flush=True)
-    tables = build_baseline_tables(db, work)
-    tri = apsw.Connection(str(tables["trigram"]["path"]), flags=apsw.SQLITE_OPEN_READONLY)
-    for q in term_qs:
-        sql, params = trigram_sql(q["terms"])
-        q["trigram_ms"] = time_sql(tri, sql, params, args.reps)
-    tri.close()
+    tables = build_baseline_tables(db, work, tuple(n for n in TABLES if n not in skip))
+    if "trigram" in tables:
+        tri = apsw.Connection(str(tables["trigram"]["path"]), flags=apsw.SQLITE_OPEN_READONLY)
+        for q in term_qs:
+            sql, params = trigram_sql(q["terms"])
+            q["trigram_ms"] = time_sql(tri, sql, params, args.reps)
+        tri.close()
     cjk_terms = [q["terms"][0] for q in queries if q["category"] in ("cjk1", "cjk2", "cjk4")]
-    u61 = unicode61_recall(db, tables["unicode61"]["path"], cjk_terms)
+    u61 = (unicode61_recall(db, tables["unicode61"]["path"], cjk_terms) if "unicode61" in tables
+           else {"recall": None, "terms": {}})
     print("baselines: done", flush=True)
 
     # 5. freshness
@@ -714,7 +748,9 @@ def main(argv: list[str] | None = None) -> int:
     # --- the figures
     def sum_ratio(qs: list[dict], key: str) -> tuple[float | None, float, float]:
         """The headline ratio: the baseline's time for the queries over recall's
-        (sums of per-query medians), so slow queries weigh what they cost."""
+        (sums of per-query medians), so slow queries weigh what they cost;
+        None for a baseline not run."""
+        qs = [q for q in qs if q.get(key) is not None]
         base = sum(q[key] for q in qs)
         ours = sum(q["p50_ms"] for q in qs)
         return (base / ours if qs and ours else None), base, ours
@@ -745,6 +781,7 @@ def main(argv: list[str] | None = None) -> int:
         "slowest_query": f"`{label(slowest)}` ({slowest['category']}, {slowest['engine']}) "
                          f"{slowest['p50_ms']:.1f} ms median",
         "command": "python -m bench.run " + " ".join(str(a) for a in argv),
+        "skipped": list(skip),
         "machine": info,
         "corpus": {"profile": args.profile, "root": shown(root), "params": corpus.manifest["params"], "reused": reused,
                    "raw_bytes": corpus.raw_bytes, "totals": corpus.manifest["totals"],
@@ -758,12 +795,9 @@ def main(argv: list[str] | None = None) -> int:
             "trigram_geomean_ratio": geo_ratio(term_qs, "trigram_ms"),
             "rg_ms": rg_ms if rg else None, "rg_recall_ms": rg_ours if rg else None, "rg_queries": len(term_qs),
             "trigram_ms": tri_ms, "trigram_recall_ms": tri_ours, "trigram_queries": len(term_qs),
-            "trigram_build_text_mb_s": tables["trigram"]["text_mb_s"], "trigram_bytes": tables["trigram"]["bytes"],
-            "unicode61_build_text_mb_s": tables["unicode61"]["text_mb_s"],
-            "unicode61_bytes": tables["unicode61"]["bytes"],
-            "floor_build_text_mb_s": tables["floor"]["text_mb_s"],
-            "floor_messages_per_s": tables["floor"]["messages_per_s"],
-            "floor_bytes": tables["floor"]["bytes"],
+            **{f"{name}_{key}": tables.get(name, {}).get(field) for name in TABLES
+               for key, field in (("build_text_mb_s", "text_mb_s"), ("bytes", "bytes"))},
+            "floor_messages_per_s": tables.get("floor", {}).get("messages_per_s"),
             "unicode61_terms": len(cjk_terms),
             "unicode61_true": sum(v["true"] for v in u61["terms"].values()),
             "unicode61_found": sum(v["found"] for v in u61["terms"].values()),

@@ -117,6 +117,42 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     rows = [line for line in confined.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
     assert len(rows) == len(data["queries"]) + 2 and rows[-1].startswith("| sum of the mix |")
 
+def test_a_run_can_leave_out_the_baselines_that_read_every_byte_again(tmp_path: Path) -> None:
+    """`--skip` (for 1 GB and beyond): the named baselines are not run, their
+    figures are null and the table says so; the query figures and ripgrep's
+    ratio are still measured; an unknown name is refused before any work."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--size-mb", "1", "--json", str(out), "--corpus", str(tmp_path / "c"),
+         "--reps", "1", "--fresh", "2", "--keep", "--skip", "fullscan,trigram,unicode61,floor"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["skipped"] == ["fullscan", "trigram", "unicode61", "floor"]
+    for key in ("fullscan_ratio", "trigram_ratio", "unicode61_recall"):
+        assert data[key] is None, key
+    assert data["baselines"]["floor_build_text_mb_s"] is None
+    for key in ("query_p50_ms", "query_p99_ms", "index_bytes_per_text_byte", "freshness_p99_ms"):
+        assert data[key] > 0, key
+    assert (data["rg_ratio"] or 0) > 0 or shutil.which("rg") is None
+    assert not any(q.get("fullscan_ms") or q.get("trigram_ms") for q in data["queries"])
+    for name in ("trigram", "unicode61", "floor"):
+        assert not (tmp_path / "c.work" / f"{name}.db").exists(), name
+    for row in ("| fullscan_ratio | n/a | skipped (--skip fullscan) |", "| trigram_ratio | n/a | skipped",
+                "| unicode61_recall | n/a | skipped"):
+        assert row in proc.stdout, row
+    assert "(the floor)" not in proc.stdout
+    rendered = subprocess.run([sys.executable, "-m", "bench.run", "--render", str(out)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+    assert rendered.returncode == 0 and "| trigram_ratio | n/a | skipped" in rendered.stdout, rendered.stderr
+
+    bad = subprocess.run([sys.executable, "-m", "bench.run", "--size-mb", "1", "--corpus", str(tmp_path / "d"),
+                          "--skip", "fullscan,rg"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown baseline rg" in bad.stderr
+    assert not (tmp_path / "d").exists()
+
+
 def test_wipe_cost_runs_and_writes_every_key(tmp_path: Path) -> None:
     """`python -m bench.wipe_cost` on a tiny corpus: exits 0, prints its table and
     writes every figure as a number (no timing asserted)."""
