@@ -14,6 +14,7 @@ messages that can match. Every candidate is verified (`Retriever.verify`);
 
 from __future__ import annotations
 
+import itertools
 import math
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -443,10 +444,13 @@ class Retriever:
             if last and hi is None:  # every candidate: ranked at once, as without a plan
                 yield from self.fts(expr, scope_sql, params, run, first=first)
                 return
-            # One statement ranks the whole window (its rows are few): FTS5's
+            # The window ranked as a whole query is (fts with `first`): its
+            # best matches by plain bm25 first, joined and proven, the rest only
+            # if the caller reads on. Not one statement per candidate: FTS5's
             # bm25 walks every candidate of the table once per statement for
-            # its document frequencies, which costs more than scoring the window.
-            rows = list(self.fts(expr, scope_sql, params, run, window=(lo, hi)))
+            # its document frequencies.
+            ranked = self.fts(expr, scope_sql, params, run, first=first, window=(lo, hi))
+            rows = list(itertools.islice(ranked, first))
             if first_window:
                 if len(rows) < first and not last and size < r.plan_max_window:
                     size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
@@ -457,6 +461,7 @@ class Retriever:
                 first_window = False
             run.ranked += n
             yield from rows
+            yield from ranked
             if last:
                 return
             hi, size = lo, size * r.plan_growth
