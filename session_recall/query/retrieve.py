@@ -14,6 +14,7 @@ messages that can match. Every candidate is verified (`Retriever.verify`);
 
 from __future__ import annotations
 
+import itertools
 import math
 import unicodedata
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -314,8 +315,12 @@ class Retriever:
             yield from self.conn.execute(sql, [*head, *params_m])
             return
         n = 0  # rows yielded
-        # a re-rank would prove next to nothing
-        ranked = not keys and not self.settings.recency_half_life_days and bm25 is None
+        # A re-rank would prove next to nothing. Nor is the ranked page for a
+        # window of the plan: its bm25 scores the whole window either way, so
+        # it saves only part of a join of a few thousand rows, and where it
+        # proves too few (a term found mostly in tool results, weighted 0.5:
+        # `json`, `error`) the window is scored once more.
+        ranked = not keys and not self.settings.recency_half_life_days and bm25 is None and window is None
         share = 1.0  # of the sessions, in scope
         if ranked and scope_sql:
             (total,), (scoped,) = (one(self.conn.execute(f"SELECT count(*) FROM sessions s WHERE 1 = 1{w}", a))
@@ -443,10 +448,13 @@ class Retriever:
             if last and hi is None:  # every candidate: ranked at once, as without a plan
                 yield from self.fts(expr, scope_sql, params, run, first=first)
                 return
-            # One statement ranks the whole window (its rows are few): FTS5's
-            # bm25 walks every candidate of the table once per statement for
-            # its document frequencies, which costs more than scoring the window.
-            rows = list(self.fts(expr, scope_sql, params, run, window=(lo, hi)))
+            # The window ranked as a query with a first page (fts with
+            # `first`): its best `first` rows by a top-N sort, the rest only if
+            # the caller reads on. Not a statement per candidate: FTS5's bm25
+            # walks every candidate of the table once per statement for its
+            # document frequencies.
+            ranked = self.fts(expr, scope_sql, params, run, first=first, window=(lo, hi))
+            rows = list(itertools.islice(ranked, first))
             if first_window:
                 if len(rows) < first and not last and size < r.plan_max_window:
                     size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
@@ -457,6 +465,7 @@ class Retriever:
                 first_window = False
             run.ranked += n
             yield from rows
+            yield from ranked
             if last:
                 return
             hi, size = lo, size * r.plan_growth
