@@ -498,6 +498,43 @@ def test_deltas_and_settle_in_one_read(index, logs_dir, canonical):
     assert found(index, "draft") == []
 
 
+def test_a_stream_read_in_one_batch_reaches_the_index_once_with_its_last_text(index, logs_dir, canonical):
+    """The FTS5 rows of a batch are written at its end (ingest.Writer._index):
+    a stream's deltas between other messages are inserted once, with the
+    text they add up to, never deleted and inserted again per delta (each
+    such delete made FTS5 write its pending rows out as a new segment). A
+    stream that goes on in a later batch still replaces its row there."""
+    s = canonical("s1")
+    log = logs_dir / "s.jsonl"
+    write(log, s.session(), s.message("m1", "first plain message"), s.delta("a1", "alpha "),
+          s.message("m2", "second plain message"), s.delta("a1", "bravo "), s.delta("a2", "gamma "),
+          s.message("m3", "third plain message"), s.delta("a1", "charlie"),
+          s.message("a1", "settled words", role="assistant"), s.delta("a2", "delta"))
+    statements: list[str] = []
+    index.store.conn.set_profile(lambda sql, ns: statements.append(sql) if "message_fts(" in sql
+                                 or "FROM message_fts" in sql else None)
+    report = index.sync([logs_dir])
+    index.store.conn.set_profile(None)
+
+    assert (report.messages_added, report.messages_updated) == (5, 4)
+    assert not [q for q in statements if q.startswith("DELETE")]
+    assert sum(q.startswith("INSERT INTO message_fts(rowid, body)") for q in statements) == 5
+    assert messages(index)[("s1", "a1")] == ("settled words", 1)
+    assert messages(index)[("s1", "a2")] == ("gamma delta", 0)
+    for gone in ("alpha", "bravo", "charlie"):
+        assert found(index, gone) == []
+    assert found(index, "settled") == [("s1", "a1")] and found(index, '"gamma delta"') == [("s1", "a2")]
+    index.store.conn.execute("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, message_fts, 'row')")
+    vocab = {t for (t,) in index.store.conn.execute("SELECT term FROM temp.v")}
+    assert {"alpha", "bravo", "charlie"}.isdisjoint(vocab) and {"settled", "gamma", "delta"} <= vocab
+
+    append(log, s.delta("a2", " echo"))
+    report = index.sync([logs_dir])
+    assert (report.messages_added, report.messages_updated) == (0, 1)
+    assert found(index, '"delta echo"') == [("s1", "a2")] and found(index, "gamma") == [("s1", "a2")]
+    index.store.conn.execute("INSERT INTO message_fts(message_fts, rank) VALUES ('integrity-check', 1)")  # raises
+
+
 # --- a version change rebuilds ------------------------------------------------
 
 

@@ -98,6 +98,12 @@ class Writer:
         # Events refused here, by reason (a delta after its message settled);
         # the caller records them with the batch, like lines the parser skipped.
         self.skips: Counter[str] = Counter()
+        # The batch's changes to the FTS5 table, made at its end (_index):
+        # the bodies to insert by row id, the rows of earlier batches whose
+        # FTS5 rows go, and the rows this batch inserted.
+        self._bodies: dict[int, str] = {}
+        self._gone: set[int] = set()
+        self._new: set[int] = set()
 
     def forget(self) -> None:
         """Drop caches after a rollback, so nothing refers to undone rows."""
@@ -106,7 +112,13 @@ class Writer:
         self._prompted.clear()
         self._leaves = None
         self._totals.clear()
+        self._clear_index()
         self.skips.clear()
+
+    def _clear_index(self) -> None:
+        self._bodies.clear()
+        self._gone.clear()
+        self._new.clear()
 
     def _redact(self, text: str) -> str:
         """For titles, which may come redacted already (a title a parser kept
@@ -146,13 +158,39 @@ class Writer:
         """Write one batch's events (the caller moves the generation on)."""
         try:
             self._apply(source, file_id, events)
+            self._index()
         except BaseException:
             self._totals.clear()  # the caller rolls the batch back
+            self._clear_index()
             raise
         for session, (n, tokens) in self._totals.items():
             self.conn.execute("UPDATE sessions SET n_messages = n_messages + ?, n_tokens = n_tokens + ? WHERE id = ?",
                               (n, tokens, session))
         self._totals.clear()
+
+    def _index(self) -> None:
+        """The batch's FTS5 changes, deletes first, then inserts, each in row
+        id order. FTS5 flushes its pending inserts to a new segment whenever
+        a row id at or below the last one written is deleted or inserted, so
+        a streamed message's delete and insert after other messages' inserts
+        cost a segment each: half the writer's time on a 40 MB `mixed`
+        build (docs/benchmarks.md). A message written several times in one
+        batch (a stream's deltas) is inserted once, with its last body."""
+        if self._gone:
+            self.conn.executemany("DELETE FROM message_fts WHERE rowid = ?", ((r,) for r in sorted(self._gone)))
+        if self._bodies:
+            self.conn.executemany("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", sorted(self._bodies.items()))
+        self._clear_index()
+
+    def _reindex(self, rowid: int, body: str | None) -> None:
+        """A message's FTS5 row gets `body` (None: goes) at the end of the
+        batch; a row of an earlier batch is deleted first."""
+        if rowid not in self._new:
+            self._gone.add(rowid)
+        if body is None:
+            self._bodies.pop(rowid, None)
+        else:
+            self._bodies[rowid] = body
 
     def _count(self, session: int, messages: int, tokens: int) -> None:
         """Add to a session's totals at the end of the batch."""
@@ -189,7 +227,7 @@ class Writer:
         for rowid, message_id in list(self.conn.execute(
                 "SELECT id, message_id FROM messages WHERE session = ? AND file_id = ?", (session, file_id))):
             if message_id not in keep:
-                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self._reindex(rowid, None)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
                 self.held.pop((session, message_id), None)
                 self.counts["messages_forgotten"] += 1
@@ -245,7 +283,7 @@ class Writer:
                 "OR message_id = ?3 || '#')",
                 (session, file_id, mid)))
             for rowid, message_id in rows:
-                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
+                self._reindex(rowid, None)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", (rowid,))
                 self.held.pop((session, message_id), None)
                 self.counts["messages_forgotten"] += 1
@@ -262,7 +300,7 @@ class Writer:
                 "SELECT id FROM messages WHERE session = ? AND message_id = ? AND (settled = 0 OR (? AND file_id = ?))",
                 (session, ev.message_id, int(ev.replaces), file_id)).fetchone()
             if gone:
-                self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", gone)
+                self._reindex(gone[0], None)
                 self.conn.execute("DELETE FROM messages WHERE id = ?", gone)
             return
         prep = ev.prepared or prepare(ev, self.redactor)
@@ -293,8 +331,9 @@ class Writer:
                 self.held[key] = held
             self.counts["secrets_redacted"] += prep.secrets
             self.counts["messages_added"] += 1
-            self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
-                              (self.conn.last_insert_rowid(), body))
+            rowid = self.conn.last_insert_rowid()
+            self._new.add(rowid)
+            self._bodies[rowid] = body
             if ev.prompt and ev.settled:
                 self._prompt(session, text)
             self._leaf_of(source, session, ev.message_id)
@@ -351,9 +390,8 @@ class Writer:
             (ev.turn_id, ev.role, ev.ts, text, atts, int(ev.settled), file_id, int(nfkc), ntok, rowid),
         )
         self._count(session, 0, ntok - old_ntok)
-        self.conn.execute("DELETE FROM message_fts WHERE rowid = ?", (rowid,))
         self.counts["messages_updated"] += 1
-        self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
+        self._reindex(rowid, body)
         if ev.prompt and ev.settled:  # a prompt that streamed settles
             self._prompt(session, text)
 
