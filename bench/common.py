@@ -38,14 +38,36 @@ def isolate(work: Path) -> dict[str, str]:
     return env
 
 
+# How a run's JSON names a folder outside the project: its last component
+# only, behind this mark.
+OUTSIDE = "…/"
+
+
 def shown(path: str | Path) -> str:
     """A path as a run's JSON records it: relative to the project's root
-    when it lies under it, so that a kept JSON names the project's own
-    folders, not the machine's (kept_index reads it back from ROOT)."""
+    when it lies under it (kept_index reads it back from ROOT); elsewhere
+    only its name, behind OUTSIDE, so that a kept JSON never names the
+    folders of the machine it ran on (the tools that read its index are
+    then told where the corpus is: `--corpus DIR`)."""
     try:
         return str(Path(path).resolve().relative_to(ROOT))
     except ValueError:
-        return str(path)
+        return OUTSIDE + Path(path).name
+
+
+def shown_argv(argv: list[str], options: tuple[str, ...] = ("--corpus", "--json", "--cprofile")) -> list[str]:
+    """A command line as a run's JSON records it: the paths given to
+    `options` (as `--opt PATH` or `--opt=PATH`) shown as `shown` shows them."""
+    out = []
+    for i, a in enumerate(argv):
+        key, eq, value = a.partition("=")
+        if eq and key in options:
+            out.append(f"{key}={shown(value)}")
+        elif i and argv[i - 1] in options:
+            out.append(shown(a))
+        else:
+            out.append(a)
+    return out
 
 
 def work_dir(root: Path) -> Path:
@@ -53,11 +75,17 @@ def work_dir(root: Path) -> Path:
     return root.with_name(root.name + ".work")
 
 
-def kept_index(run_json: Path) -> tuple[dict, Path | None]:
+def kept_index(run_json: Path, corpus: Path | None = None) -> tuple[dict, Path | None]:
     """The results of a run, and the index it kept (None, with a message on
-    stderr, if it kept none)."""
+    stderr, if it kept none). `corpus`: where the run's corpus is, for a
+    corpus outside the project (the JSON records only its name)."""
     res = json.loads(run_json.read_text(encoding="utf-8"))
-    db = work_dir(ROOT / res["corpus"]["root"]) / "recall.db"
+    root = res["corpus"]["root"]
+    if corpus is None and root.startswith(OUTSIDE):
+        print(f"the run's corpus was outside the project ({root}): say where it is with --corpus DIR",
+              file=sys.stderr)
+        return res, None
+    db = work_dir(corpus if corpus is not None else ROOT / root) / "recall.db"
     if not db.exists():
         print(f"no kept index for this run ({db}): run the bench with --keep first", file=sys.stderr)
         return res, None

@@ -31,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Confined against unconfined recall, on a kept bench index.")
     ap.add_argument("run_json", type=Path, help="the JSON of a `python -m bench.run ... --keep` run")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--corpus", type=Path, help="the run's corpus, when it was outside the project")
     args = ap.parse_args(argv)
-    res, db = kept_index(args.run_json)
+    res, db = kept_index(args.run_json, args.corpus)
     if db is None:
         return 2
     with Index.open(str(db)) as probe:

@@ -83,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--differ", action="store_true",
                     help="the engines may rank differently (a change of plan): say which answers differ "
                          "instead of stopping at the first")
+    ap.add_argument("--corpus", type=Path, help="the run's corpus, when it was outside the project")
     args = ap.parse_args(argv)
-    res, db = kept_index(args.run_json)
+    res, db = kept_index(args.run_json, args.corpus)
     if db is None:
         return 2
     base = engine_of(args.base)

@@ -117,9 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--first-page", type=int, default=Ranking().fts_first_page,
                     help=f"recall's first FTS5 page (default {Ranking().fts_first_page}; 0 reads every candidate in "
                          "one sorted query, as recall did before the first page)")
+    ap.add_argument("--corpus", type=Path, help="the run's corpus, when it was outside the project")
     args = ap.parse_args(argv)
     ranking = Ranking(fts_first_page=args.first_page)
-    res, db = kept_index(args.run_json)
+    res, db = kept_index(args.run_json, args.corpus)
     if db is None:
         return 2
     rows = profile(db, res["queries"], args.reps, ranking)

@@ -74,9 +74,10 @@ def _rounds(args: argparse.Namespace, trees: dict[str, Path]) -> dict[str, list[
     for r in range(args.rounds):
         for name in ("base", "now") if r % 2 == 0 else ("now", "base"):
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(trees[name]), str(ROOT)]))
+            where = ["--corpus", str(args.corpus.resolve())] if args.corpus else []
             proc = subprocess.run([sys.executable, "-P", "-m", "bench.recall_ab", str(args.run_json.resolve()),
-                                   "--child", "--reps", str(args.reps)], cwd=ROOT, env=env, capture_output=True,
-                                  text=True)
+                                   "--child", "--reps", str(args.reps), *where], cwd=ROOT, env=env,
+                                  capture_output=True, text=True)
             if proc.returncode:
                 print(proc.stderr[-3000:], file=sys.stderr)
                 return None
@@ -92,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--differ", action="store_true", help="say which answers differ instead of failing")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", type=Path, help="the run's corpus, when it was outside the project")
     args = ap.parse_args(argv)
-    res, db = kept_index(args.run_json.resolve())
+    res, db = kept_index(args.run_json.resolve(), args.corpus.resolve() if args.corpus else None)
     if db is None:
         return 2
     if args.child:

@@ -87,7 +87,17 @@ import apsw
 import orjson
 
 from bench import corpus as C
-from bench.common import QUERY_BUDGET_S, ROOT, isolate, label, median_ms, shown, weighted_percentile, work_dir
+from bench.common import (
+    QUERY_BUDGET_S,
+    ROOT,
+    isolate,
+    label,
+    median_ms,
+    shown,
+    shown_argv,
+    weighted_percentile,
+    work_dir,
+)
 
 # The keys every run writes (tests/test_bench_smoke.py checks them).
 KEYS = (
@@ -780,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         "freshness_p99_ms": fr["p99_ms"],
         "slowest_query": f"`{label(slowest)}` ({slowest['category']}, {slowest['engine']}) "
                          f"{slowest['p50_ms']:.1f} ms median",
-        "command": "python -m bench.run " + " ".join(str(a) for a in argv),
+        "command": "python -m bench.run " + " ".join(shown_argv([str(a) for a in argv])),
         "skipped": list(skip),
         "machine": info,
         "corpus": {"profile": args.profile, "root": shown(root), "params": corpus.manifest["params"], "reused": reused,
@@ -810,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cprofile:
         scratch = work / "profiled.db"
         pb = build(scratch, root, env, cprofile=args.cprofile.resolve())
-        res["cprofile"] = {"path": str(args.cprofile), "build_s": pb["build_s"],
+        res["cprofile"] = {"path": shown(args.cprofile), "build_s": pb["build_s"],
                            "top": profile_top(args.cprofile.resolve())}
     info["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     res["seconds"] = time.perf_counter() - t_start

@@ -46,9 +46,13 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
             continue
         assert isinstance(value, (int, float)) and not isinstance(value, bool), (key, value)
         assert math.isfinite(value) and value >= 0, (key, value)
-    # the table is printed, and the corpus was generated where it was told to
+    # the table is printed, and the corpus was generated where it was told to; the JSON names no
+    # folder outside the project (the corpus by its name only, in the command line too)
     assert "| build_mb_s_raw |" in proc.stdout
     assert (tmp_path / "corpus" / "manifest.json").is_file()
+    assert str(tmp_path) not in out.read_text(encoding="utf-8")
+    assert data["corpus"]["root"] == "…/corpus" and "--json …/bench.json --corpus …/corpus " in data["command"]
+    where = ["--corpus", str(tmp_path / "corpus")]  # so the tools below find the index it kept
     # the build's floor: FTS5 fed the index's own bodies holds what the index's FTS5 table holds
     base = data["baselines"]
     assert base["floor_build_text_mb_s"] > 0 and base["floor_messages_per_s"] > 0
@@ -72,7 +76,10 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert terms(floor) == terms(index) != []
 
     # the kept index feeds the per-query profile: one row per query of the mix
-    prof = subprocess.run([sys.executable, "-m", "bench.query_profile", str(out), "--reps", "1"],
+    lost = subprocess.run([sys.executable, "-m", "bench.query_profile", str(out), "--reps", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert lost.returncode == 2 and "say where it is with --corpus DIR" in lost.stderr
+    prof = subprocess.run([sys.executable, "-m", "bench.query_profile", str(out), "--reps", "1", *where],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert prof.returncode == 0, prof.stderr[-3000:]
     per_query, floor_table = prof.stdout.split("\n\n")
@@ -92,7 +99,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # the sum. HEAD's engine is a real second engine, loaded from git beside the current one.
     # --exact: whole envelopes compared, every field but elapsed_ms.
     ab = subprocess.run([sys.executable, "-m", "bench.query_ab", str(out), "--base", "HEAD",
-                         "--reps", "1", "--extra", "qzxjvkwy", "--exact"], cwd=ROOT, capture_output=True, text=True,
+                         "--reps", "1", "--extra", "qzxjvkwy", "--exact", *where], cwd=ROOT, capture_output=True, text=True,
                         timeout=120)
     assert ab.returncode == 0, ab.stdout[-3000:] + ab.stderr[-3000:]
     rows = [line for line in ab.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
@@ -104,14 +111,14 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # ...and the whole of Index.recall against HEAD's package, each in a process of its own: the same
     # envelopes (it asserts that), one row per query of the mix, then the slowest, the median and the sum.
     whole = subprocess.run([sys.executable, "-m", "bench.recall_ab", str(out), "--base", "HEAD", "--rounds", "1",
-                            "--reps", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                            "--reps", "1", *where], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert whole.returncode == 0, whole.stdout[-3000:] + whole.stderr[-3000:]
     rows = [line for line in whole.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
     assert len(rows) == len(data["queries"]) + 3 and rows[-1].startswith("| sum of the run's mix |")
 
     # ...and confined against unconfined recall on the same index: the same statuses and candidates (it
     # asserts that), one row per query of the mix, then the median and the sum.
-    confined = subprocess.run([sys.executable, "-m", "bench.confined", str(out), "--reps", "1"],
+    confined = subprocess.run([sys.executable, "-m", "bench.confined", str(out), "--reps", "1", *where],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert confined.returncode == 0, confined.stdout[-3000:] + confined.stderr[-3000:]
     rows = [line for line in confined.stdout.splitlines() if line.startswith("| ") and not line.startswith("| query")]
@@ -210,11 +217,14 @@ def test_the_chat_profile_writes_short_messages(tmp_path: Path) -> None:
 def test_a_run_records_the_project_s_folders_relative_to_its_root(tmp_path: Path) -> None:
     """A kept run JSON names folders under the project relative to its root
     (never the machine's path to it) and is read back from there; a folder
-    elsewhere keeps the path it was given."""
-    from bench.common import ROOT, kept_index, shown, work_dir
+    elsewhere by its name only, and a path on the command line likewise."""
+    from bench.common import ROOT, kept_index, shown, shown_argv, work_dir
 
     assert shown(ROOT / "bench" / "out" / "corpus-x") == "bench/out/corpus-x"
-    assert shown(tmp_path / "corpus") == str(tmp_path / "corpus")
+    assert shown(tmp_path / "corpus") == "…/corpus"
+    assert shown_argv(["--size-mb", "4", "--corpus", str(tmp_path / "c"), f"--json={tmp_path}/r.json",
+                       "--profile", "mixed"]) == ["--size-mb", "4", "--corpus", "…/c", "--json=…/r.json",
+                                                  "--profile", "mixed"]
     corpus = ROOT / "bench" / "out" / f"corpus-test-{tmp_path.name}"
     work = work_dir(corpus)
     work.mkdir(parents=True)
@@ -226,3 +236,10 @@ def test_a_run_records_the_project_s_folders_relative_to_its_root(tmp_path: Path
     finally:
         (work / "recall.db").unlink()
         work.rmdir()
+    far = tmp_path / "far"
+    work_dir(far).mkdir()
+    (work_dir(far) / "recall.db").write_bytes(b"")
+    run = tmp_path / "far.json"
+    run.write_text(json.dumps({"corpus": {"root": shown(far)}}), encoding="utf-8")
+    assert kept_index(run)[1] is None  # (and it says to pass --corpus)
+    assert kept_index(run, far)[1] == work_dir(far) / "recall.db"
