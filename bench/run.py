@@ -349,11 +349,11 @@ def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES)
     """Three FTS5 tables over the messages the index stored, each in its own
     database: a plain unicode61 table (raw text), a trigram table (folded
     text), and the index's own table (create_fts) fed the index's own bodies
-    (fts_body): FTS5's insert alone, without parsing, redaction, the
+    (stored_body): FTS5's insert alone, without parsing, redaction, the
     `messages` rows or the bigram rewrite, which no build of this index can
     beat. What each table is fed is made before the clock starts; only the
     inserts and their commits are timed. `names`: the tables to build."""
-    from session_recall.indexer.ingest import fts_body
+    from session_recall.indexer.ingest import stored_body
     from session_recall.migrations import create_fts
     from session_recall.text.fold import fold
 
@@ -364,15 +364,12 @@ def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES)
     src.close()
     text_mb = sum(len(t.encode("utf-8")) for _, t, _ in rows) / 1e6
 
-    def body(text: str, atts: str | None) -> str:
-        return fts_body(text, [a["name"] for a in json.loads(atts)] if atts else [])[0]
-
     out = {}
     for name, create, feed in (
         ("unicode61", lambda c: c.execute("CREATE VIRTUAL TABLE u USING fts5(body, content='')"), lambda t, a: t),
         ("trigram", lambda c: c.execute("CREATE VIRTUAL TABLE u USING fts5(body, tokenize='trigram')"),
          lambda t, a: fold(t)),
-        ("floor", create_fts, body),
+        ("floor", create_fts, stored_body),
     ):
         if name not in names:
             continue

@@ -34,6 +34,12 @@ def fts_body(text: str, attachment_names: list[str]) -> tuple[str, bool, int]:
     return body, nfkc, body_tokens(body)
 
 
+def stored_body(text: str, attachments: str | None) -> str:
+    """The FTS5 document of a stored message (its text and its attachments'
+    JSON as `messages` holds them): what the writer gave FTS5 for it."""
+    return fts_body(text, [a["name"] for a in orjson.loads(attachments)] if attachments else [])[0]
+
+
 @dataclass
 class Prepared:
     """The redacted text, attachments and FTS5 body of a message, computed

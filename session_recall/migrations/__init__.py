@@ -339,15 +339,12 @@ def m011_one_character_prefix_index(conn: apsw.Connection) -> None:
     (sql,) = cast(tuple, conn.execute("SELECT sql FROM sqlite_master WHERE name = 'message_fts'").fetchone())
     if "prefix=" in sql:
         return  # made by create_fts already (a new index)
-    import orjson
-
-    from ..indexer.ingest import fts_body  # the indexer builds on this package
+    from ..indexer.ingest import stored_body  # the indexer builds on this package
 
     recreate_fts(conn)
     rows = conn.execute("SELECT id, text, attachments FROM messages ORDER BY id")
-    conn.executemany("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (
-        (rowid, fts_body(text, [a["name"] for a in orjson.loads(atts)] if atts else [])[0])
-        for rowid, text, atts in rows))
+    conn.executemany("INSERT INTO message_fts(rowid, body) VALUES (?, ?)",
+                     ((rowid, stored_body(text, atts)) for rowid, text, atts in rows))
     conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
 
 
