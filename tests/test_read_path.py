@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,17 +86,22 @@ TEXT = st.text(alphabet=st.sampled_from(_EDGES) | st.characters(), max_size=60)
 LONG_TEXT = st.builds(lambda a, b: a + "字" * tokens._LONG + b, TEXT, TEXT)
 
 
-@settings(deadline=None)
-@given(TEXT)
-def test_words_only_is_the_definition(text):
-    assert words_only(text) == plain_words_only(text)
+# Each rewrite, its plain definition, and the texts they are compared on (a
+# long text takes words_only's regex path: at least tokens._LONG characters).
+DEFINITIONS = {
+    "words_only": (words_only, plain_words_only, TEXT),
+    "words_only of a long text": (words_only, plain_words_only, LONG_TEXT),
+    "index_body_form": (index_body_form, plain_index_body_form, TEXT),
+}
 
 
+@pytest.mark.parametrize("name", DEFINITIONS)
 @settings(deadline=None)
-@given(LONG_TEXT)
-def test_words_only_of_a_long_text_is_the_definition(text):
-    """The regex path (texts of at least tokens._LONG characters)."""
-    assert words_only(text) == plain_words_only(text)
+@given(data=st.data())
+def test_each_rewrite_is_its_definition(name, data):
+    fast, plain, texts = DEFINITIONS[name]
+    text = data.draw(texts)
+    assert fast(text) == plain(text)
 
 
 def test_words_only_knows_every_character_of_the_bmp():
@@ -130,12 +136,6 @@ def test_grams_of_a_long_text_are_laid_out_a_slice_of_runs_at_a_time(pieces, cha
         assert tokens._grams(folded) == plain_grams(folded)
     finally:
         tokens._LAYOUT_CHARS = saved
-
-
-@settings(deadline=None)
-@given(TEXT)
-def test_index_body_form_is_unchanged(text):
-    assert index_body_form(text) == plain_index_body_form(text)
 
 
 @settings(deadline=None)
