@@ -52,6 +52,37 @@ def test_a_frequent_term_ranks_its_newest_window_first_and_still_reaches_every_m
     assert "ranking" in run.gaps
 
 
+def test_a_window_is_ranked_a_page_at_a_time(proj, tmp_path, corpus, monkeypatch):
+    """A window's ranking statement asks for the first page (a top-N sort),
+    not for every candidate of the window joined and sorted: a caller that
+    reads a few hits reads a page of each window it opens. The rest of a
+    window comes only to a caller that reads on, in the same order."""
+    other = tmp_path / "other"
+    other.mkdir()
+    _ledgers(corpus, proj, other)
+    ix = corpus.open()
+    whole, _ = _hits(ix, "ledger")
+    set_ranking(monkeypatch, ix, plan_window=8, plan_growth=2, fts_first_page=2)
+    asked: list[tuple[str, tuple]] = []
+
+    def trace(cursor, sql, bindings):
+        if "message_fts.rowid >= ?" in sql:
+            asked.append((sql, tuple(bindings or ())))
+        return True
+
+    conn = ix.engine.retriever.conn
+    conn.exec_trace = trace
+    try:
+        run = Run()
+        hits = ix.engine.retriever.hits(ix.engine.tokenizer.parse("ledger"), Scope("all", "/"), run, first=2)
+        first_two = [next(hits), next(hits)]
+    finally:
+        conn.exec_trace = None
+    assert asked and all(sql.endswith("LIMIT ? OFFSET ?") and b[-2:] == (2, 0) for sql, b in asked)
+    newest = set(sorted((h.rowid for h in whole), reverse=True)[:8])
+    assert [h.rowid for h in first_two] == [h.rowid for h in whole if h.rowid in newest][:2]
+
+
 def test_the_first_window_widens_until_it_holds_a_page_in_scope(proj, tmp_path, corpus, monkeypatch):
     other = tmp_path / "other"
     other.mkdir()
