@@ -133,6 +133,16 @@ def _shown_lines(text: str, terms: list[str], keep: int | None, full: bool) -> t
     return lines[start:start + keep], start, len(lines) - start - keep
 
 
+def _payload_head(text: str) -> tuple[list[str], int, int]:
+    """A payload's head, whatever the hit: its tool line and the path it
+    writes (the next line; in a patch, the line after `*** Begin Patch`);
+    and how many lines are not shown."""
+    lines, _, _ = _shown_lines(text, [], None, False)
+    path = next((ln for ln in lines[1:3] if ln.strip() != "*** Begin Patch"), None)
+    head = lines[:1] + ([path] if path is not None else [])
+    return head, 0, len(lines) - len(head)
+
+
 def _is_payload(m) -> bool:
     if m.role != "tool_call":
         return False
@@ -152,21 +162,19 @@ def passage_block(n: int | None, r, terms: list[str], style: Style, *, full: boo
         head.append(style.dim("matches only: " + ", ".join(visible(t) for t in r.matched_terms)))
     out = ["  ".join(head)]
     for m in r.passage.messages:
+        keep: int | None = None if whole else HIT_LINES if m.is_hit or m.is_anchor else CONTEXT_LINES
         if _is_payload(m) and not full:
-            keep: int | None = 1
-        elif whole:
-            keep = None
+            lines, before, after = _payload_head(visible(m.text))
         else:
-            keep = HIT_LINES if m.is_hit or m.is_anchor else CONTEXT_LINES
-        lines, before, after = _shown_lines(visible(m.text), terms, keep, full)
+            lines, before, after = _shown_lines(visible(m.text), terms, keep, full)
         mark = "> " if m.is_anchor else "  "
         prefix = f"  {mark}{when(m.ts):<{TIME_WIDTH}}  {style.role(f'{m.role:<{ROLE_WIDTH}}')}  "
         pad = " " * INDENT
         shown = [highlight(ln, terms, style) if (m.is_hit or m.is_anchor) else ln for ln in lines]
         if before:
-            shown.insert(0, style.dim(f"… ({before} lines before)"))
+            shown.insert(0, style.dim(f"… ({before} line{'s' * (before != 1)} before)"))
         if after:
-            shown.append(style.dim(f"… (+{after} lines{'' if full else '; --full shows them'})"))
+            shown.append(style.dim(f"… (+{after} line{'s' * (after != 1)}{'' if full else '; --full shows them'})"))
         out.append(prefix + (shown[0] if shown else ""))
         out += [pad + ln for ln in shown[1:]]
         for mat in m.materials:

@@ -137,7 +137,7 @@ def ambiguous_session_hint(prefix: str, ids: list[str]) -> str:
 
 
 def session_hint(n_messages: int) -> str:
-    return f"The whole session, {n_messages} messages."
+    return f"The whole session, {n_messages} message{'s' * (n_messages != 1)}."
 
 
 def foreign_cursor_hint() -> str:
@@ -190,7 +190,7 @@ def anchor_out_of_scope_hint() -> str:
 
 
 def turn_hint(n_messages: int) -> str:
-    return f"The turn around this anchor, {n_messages} messages."
+    return f"The turn around this anchor, {n_messages} message{'s' * (n_messages != 1)}."
 
 
 # --- gaps ---------------------------------------------------------------------------------
