@@ -284,7 +284,7 @@ class Engine:
         `prefix`, else whose id starts with it; most recent first."""
         twins = self.retriever.denied_twins()
         rows = [r for r in self.conn.execute(
-            "SELECT id, source, cwd, session_id, title, started_at FROM sessions "
+            "SELECT id, source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions "
             "WHERE substr(session_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, id DESC", (prefix,))
             if scope.covers(r[2], r[3], self.settings) and r[0] not in twins]
         exact = [r for r in rows if r[3] == prefix]
