@@ -6,7 +6,9 @@ window title set with OSC 2, a clipboard written with OSC 52, a screen
 cleared with CSI 2J). Printed as they are, they would act on the reader's
 terminal. Human output therefore shows every control character as a visible
 escape, as `cat -v` and `less` do: C0 controls in caret notation (`ESC` is
-`^[`, `BEL` is `^G`), DEL as `^?`, C1 controls as `<U+009B>`. Line breaks and
+`^[`, `BEL` is `^G`), DEL as `^?`, C1 controls as `<U+009B>`, and so are the
+bidirectional overrides, embeddings and isolates (U+202A-U+202E,
+U+2066-U+2069), which would make a line read in another order. Line breaks and
 tabs stay (a CR before a line feed is dropped); JSON output is never touched.
 """
 
@@ -16,6 +18,9 @@ _KEEP = {"\n", "\t"}
 _VISIBLE = {cp: f"^{chr(cp + 64)}" for cp in range(0x20) if chr(cp) not in _KEEP}
 _VISIBLE[0x7F] = "^?"
 _VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in range(0x80, 0xA0)})
+# The bidirectional embeddings, overrides and isolates (CVE-2021-42574): a
+# terminal would draw the rest of the line in another order than it is.
+_VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def visible(text: str) -> str:

@@ -182,3 +182,24 @@ def test_a_payload_shows_its_tool_and_path_whatever_the_hit(proj, corpus, run_re
     assert lines[apply + 1].strip() == "*** Update File: src/style.css", plain.stdout
     assert lines[apply + 2].strip() == "… (+5 lines; --full shows them)", plain.stdout
     assert "paragraph 39" not in plain.stdout and "paragraph 39" in full.stdout
+
+
+# The bidirectional controls that reorder what a terminal shows (CVE-2021-42574,
+# "Trojan Source"): embeddings, overrides, isolates and their ends.
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_bidirectional_controls_from_a_log_are_shown_not_obeyed(proj, corpus, run_recall):
+    """`rm -rf ~/build ‮ # safe` would be drawn reversed after the override:
+    each control is shown as its code point, the Arabic and Hebrew text
+    around it left alone; --json keeps the text as stored."""
+    s = corpus.session("s1", proj, title="review \u202eevil\u202c title", started_at="2026-11-20T09:00:00Z")
+    s.message("u1", "zebra rm -rf ~/build \u202e # safe \u202c and " + BIDI + " then مرحبا שלום")
+    corpus.open().close()
+    done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj)
+    assert done.returncode == 0, done.stderr
+    assert not any(c in done.stdout for c in BIDI), repr(done.stdout)
+    assert "~/build <U+202E> # safe <U+202C> and <U+202A><U+202B>" in done.stdout
+    assert "review <U+202E>evil<U+202C> title" in done.stdout and "مرحبا שלום" in done.stdout
+    done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj, "--json")
+    assert BIDI in Envelope.model_validate_json(done.stdout).results[0].passage.messages[0].text
