@@ -35,7 +35,7 @@ EXIT_STATUS = {
     "ok": EXIT_FOUND,
     "partial": EXIT_NO_MATCH, "no_match": EXIT_NO_MATCH, "empty_index": EXIT_NO_MATCH,
     "empty_query": EXIT_ERROR, "stale_cursor": EXIT_ERROR, "unknown_session": EXIT_ERROR,
-    "unknown_anchor": EXIT_ERROR,
+    "unknown_anchor": EXIT_ERROR, "bad_argument": EXIT_ERROR,
     "refused": EXIT_REFUSED, "denied": EXIT_REFUSED,
 }
 
