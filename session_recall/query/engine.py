@@ -266,7 +266,10 @@ class Engine:
                        offset: int, run: Run) -> str:
         """The hint of an empty page: nothing matched, nothing was searched
         (no session lies in scope; a gap says so), or the pages ran out."""
-        hint = E.no_match_hint(scope, terms, kw_terms, all_projects)
+        f = run.filters
+        named = [name for name, given in (("role", f.roles), ("source", f.sources), ("since", f.since),
+                                          ("until", f.until)) if given]
+        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named)
         scope_sql, params = self.retriever.scope_sql(scope)
         if not offset and not one(self.conn.execute(
                 f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params))[0]:
