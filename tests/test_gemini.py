@@ -280,3 +280,15 @@ def test_a_legacy_document_resumed_into_jsonl_is_indexed_once(tmp_path, open_ind
         fh.write(_line({"$rewindTo": "g1"}))
     ix.sync([str(chats)])
     assert [m for m, _, _, _ in texts(ix, "s-moved")] == ["u1"]
+
+
+def test_an_untitled_recording_is_named_by_its_first_prompt(open_index):
+    """No `summary` in the recording: the session is named as a Claude Code
+    or Codex one is, by its first prompt (it read "(untitled)" before)."""
+    ix = open_index()
+    ix.sync([str(FIXTURES / G)])
+    env = ix.recall("axolotl", all_projects=True)
+    assert [r.title for r in env.results] == ["Where did I leave the axolotl notes?"]
+    # a summary still outranks the prompt, and the sub-agent's task never names its parent
+    env = ix.recall("narwhal", all_projects=True)
+    assert [r.title for r in env.results] == ["Checkout button alignment"]

@@ -224,3 +224,16 @@ def test_a_cursor_user_query_keeps_the_information_separators(tmp_path):
         {"type": "text", "text": "<user_query>\n❤\n\x1c\x1f\n </user_query>"}]}})
     texts = [e.text for e in parser.feed(line) if isinstance(e, MessageEvent)]
     assert texts == ["❤\n\x1c\x1f"]
+
+
+def test_an_unnamed_pi_session_is_named_by_its_first_prompt(tmp_path, open_index):
+    """Without a `session_info` line the session is named by its first
+    prompt, as a Claude Code or Codex one is (it read "(untitled)" before)."""
+    log = tmp_path / "sessions" / "--home-ada-shop--" / Path(LOGS["pi"]).name
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"".join(line for line in (FIXTURES / LOGS["pi"]).read_bytes().splitlines(keepends=True)
+                             if b'"session_info"' not in line))
+    ix = open_index()
+    ix.sync([str(tmp_path / "sessions")], kind="pi")
+    env = ix.recall("tapir", all_projects=True)
+    assert [r.title for r in env.results] == ["Why is the shipping fee charged twice?"]

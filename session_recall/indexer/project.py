@@ -16,7 +16,8 @@ from ..text.redact import is_secret_key
 # 2: terminal escape sequences are dropped from every projected text.
 # 3: titles: a Claude Code summary titles the session of its `leafUuid`; Codex
 #    names from session_index.jsonl; the first prompt names an untitled session.
-PROJECTION_VERSION = 3
+# 4: the first prompt also names an untitled Gemini CLI or Pi session.
+PROJECTION_VERSION = 4
 
 # ECMA-48 escape sequences, which tools print to colour, move the cursor or
 # title the terminal window: not text. In order: a control sequence (CSI:

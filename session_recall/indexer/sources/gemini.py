@@ -284,8 +284,10 @@ class GeminiParser(Parser):
             if not opened:
                 sid, cwd, events = self._open(ts)
                 opened = True
+            # A person's prompt names an untitled session; a sub-agent's was written by its parent.
             events.append(MessageEvent(session_id=sid, cwd=cwd, message_id=mid, turn_id=turn, role=role, ts=ts,
-                                       text=visible, replaces=again))
+                                       text=visible, replaces=again,
+                                       prompt=role == "user" and not self.state.get("sub")))
         if not opened:
             raise Skip("empty")
         return events

@@ -148,7 +148,7 @@ class PiParser(Parser):
                 sid, cwd, events = self._open(ts)
                 opened = True
             events.append(MessageEvent(session_id=sid, cwd=cwd, message_id=mid, turn_id=turn, role=r, ts=ts,
-                                       text=visible, attachments=atts))
+                                       text=visible, attachments=atts, prompt=r == "user"))
         if not opened:
             raise Skip("thinking" if any(isinstance(b, dict) and b.get("type") == "thinking" for b in blocks)
                        else "empty")
