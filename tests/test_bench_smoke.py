@@ -18,7 +18,6 @@ from pathlib import Path
 import apsw
 
 from bench.common import label
-
 from session_recall.indexer.ingest import fts_body
 from session_recall.migrations import create_fts
 
