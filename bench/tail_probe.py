@@ -37,6 +37,7 @@ import apsw
 from bench.common import kept_index, label, median_ms
 from session_recall.query.parse import QueryTokenizer, fts_phrase, fts_query
 from session_recall.query.rank import K1, Ranking, bm25_sql, idf, register
+from session_recall.rows import one
 
 ROLE = ("(CASE m.role WHEN 'user' THEN 1.0 WHEN 'assistant' THEN 1.0 WHEN 'tool_call' THEN 0.8 "
         "ELSE 0.5 END)")
@@ -44,15 +45,15 @@ POOLS = (100, 800)
 
 
 def count(conn: apsw.Connection, expr: str) -> int:
-    return conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?", (expr,)).fetchone()[0]
+    return one(conn.execute("SELECT count(*) FROM message_fts WHERE message_fts MATCH ?", (expr,)))[0]
 
 
 def kth_score(conn: apsw.Connection, expr: str, k: int) -> float:
     """The k-th best plain bm25 of `expr`, as a positive number (0 when it
     has fewer than k matches: nothing can be pruned)."""
-    rows = conn.execute("SELECT bm25(message_fts) FROM message_fts WHERE message_fts MATCH ? ORDER BY 1 LIMIT ?",
-                        (expr, k)).fetchall()
-    return -rows[-1][0] if len(rows) == k else 0.0
+    scores: list[float] = [b for (b,) in conn.execute(
+        "SELECT bm25(message_fts) FROM message_fts WHERE message_fts MATCH ? ORDER BY 1 LIMIT ?", (expr, k))]
+    return -scores[-1] if len(scores) == k else 0.0
 
 
 def pruned(idfs: list[float], threshold: float) -> list[int]:
@@ -72,8 +73,8 @@ def probe(db: Path, queries: list[dict], reps: int) -> tuple[list[dict], list[di
     tokenizer = QueryTokenizer(conn)
     ranking = Ranking()
     register(conn)  # recall_bm25: the same formula as a Python FTS5 function, given its idfs
-    n_rows = conn.execute("SELECT count(*) FROM message_fts_docsize").fetchone()[0]
-    tokens = conn.execute("SELECT coalesce(sum(n_tokens), 0) FROM sessions").fetchone()[0]
+    n_rows = one(conn.execute("SELECT count(*) FROM message_fts_docsize"))[0]
+    tokens = one(conn.execute("SELECT coalesce(sum(n_tokens), 0) FROM sessions"))[0]
     every, questions, windows = [], [], []
     for q in queries:
         if q["query"]:
@@ -86,7 +87,7 @@ def probe(db: Path, queries: list[dict], reps: int) -> tuple[list[dict], list[di
         if not expr:
             continue
         phrases = [fts_phrase(t.tokens) for t in terms]
-        row = {"query": label(q), "matches": count(conn, expr)}
+        row: dict = {"query": label(q), "matches": count(conn, expr)}
         row["walk_ms"] = median_ms(lambda: [count(conn, p) for p in phrases], reps)
         row["ranked_ms"] = median_ms(lambda: conn.execute(
             "SELECT rowid, bm25(message_fts) FROM message_fts WHERE message_fts MATCH ? ORDER BY 2 LIMIT ?",
@@ -95,7 +96,7 @@ def probe(db: Path, queries: list[dict], reps: int) -> tuple[list[dict], list[di
         if not q["query"]:
             dfs = [count(conn, p) for p in phrases]
             idfs = [idf(n_rows, d) for d in dfs]
-            qrow = {"query": label(q), "matches": row["matches"],
+            qrow: dict = {"query": label(q), "matches": row["matches"],
                     "keywords": ", ".join(f"{p} {d:,}" for p, d in zip(phrases, dfs))}
             for k in POOLS:
                 theta = kth_score(conn, expr, k)
@@ -105,16 +106,15 @@ def probe(db: Path, queries: list[dict], reps: int) -> tuple[list[dict], list[di
                            else row["matches"])
             questions.append(qrow)
             continue
-        lo, n = conn.execute("SELECT min(rowid), count(*) FROM (SELECT rowid FROM message_fts "
-                             "WHERE message_fts MATCH ? ORDER BY rowid DESC LIMIT ?)",
-                             (expr, ranking.plan_window)).fetchone()
+        lo, n = one(conn.execute("SELECT min(rowid), count(*) FROM (SELECT rowid FROM message_fts "
+                                 "WHERE message_fts MATCH ? ORDER BY rowid DESC LIMIT ?)", (expr, ranking.plan_window)))
         if len(terms) != 1 or n < ranking.plan_window:
             continue
         where = "WHERE message_fts MATCH ? AND message_fts.rowid >= ?"
         joins = ("", "JOIN messages m INDEXED BY messages_rank ON m.id = message_fts.rowid",
                  "JOIN messages m INDEXED BY messages_rank ON m.id = message_fts.rowid "
                  "JOIN sessions s ON s.id = m.session")
-        wrow = {"query": label(q), "window": n}
+        wrow: dict = {"query": label(q), "window": n}
         own = bm25_sql(tokens / n_rows, [idf(n_rows, count(conn, phrases[0]))])
         for name, join, bm25 in zip(("alone", "messages", "sessions", "own"), (*joins, ""),
                                     (*["bm25(message_fts)"] * 3, own)):
