@@ -35,7 +35,7 @@ EXIT_STATUS = {
     "ok": EXIT_FOUND,
     "partial": EXIT_NO_MATCH, "no_match": EXIT_NO_MATCH, "empty_index": EXIT_NO_MATCH,
     "empty_query": EXIT_ERROR, "stale_cursor": EXIT_ERROR, "unknown_session": EXIT_ERROR,
-    "unknown_anchor": EXIT_ERROR,
+    "unknown_anchor": EXIT_ERROR, "bad_argument": EXIT_ERROR,
     "refused": EXIT_REFUSED, "denied": EXIT_REFUSED,
 }
 
@@ -99,12 +99,17 @@ def main(ctx: click.Context, db: str | None, config: str | None) -> None:
     ctx.obj["config"] = config
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'s' * (count != 1)}"
+
+
 def _print_report(r, *, prefix: str = "") -> None:
     d = r.as_dict()
     skipped = ", ".join(f"{k} {v}" for k, v in d["skipped"].items()) or "none"
     _echo(
-        f"{prefix}{d['files']} files ({d['files_read']} read, {d['bytes_read'] / 1e6:.2f} MB, {d['lines']} lines) "
-        f"in {d['elapsed_s']:.2f}s: {d['messages_added']} messages added, {d['messages_updated']} updated"
+        f"{prefix}{_n(d['files'], 'file')} ({d['files_read']} read, {d['bytes_read'] / 1e6:.2f} MB, "
+        f"{_n(d['lines'], 'line')}) "
+        f"in {d['elapsed_s']:.2f}s: {_n(d['messages_added'], 'message')} added, {d['messages_updated']} updated"
         + (f", {d['messages_forgotten']} taken back by their logs" if d["messages_forgotten"] else "") + "; "
         f"skipped: {skipped}"
     )

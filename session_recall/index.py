@@ -237,7 +237,14 @@ class Index:
         known = self.store.counts()["sources"]
         if not known and not self.default_sources()[1]:
             return {}
-        timer = threading.Timer(self.settings.first_use_budget_s, self.stop)
+        cut = threading.Event()  # the budget ran out and stopped the pass
+
+        def out_of_time() -> None:
+            if self._syncer is not None:
+                cut.set()
+            self.stop()
+
+        timer = threading.Timer(self.settings.first_use_budget_s, out_of_time)
         timer.start()
         try:
             self.sync(None)
@@ -251,7 +258,11 @@ class Index:
                                  "the user can run `recall index` to see why"}
         finally:
             timer.cancel()
-        pending = self.store.files_pending()
+        # Only a pass the budget cut short has files left to read: one that
+        # finished read every file it could (an empty log, or one whose only
+        # line waits for its newline, is read to its end; a damaged one is
+        # counted by `recall status`), and asking again would not change them.
+        pending = self.store.files_pending() if cut.is_set() else 0
         # A long-lived caller (the MCP server) goes on building on its next calls.
         self._first_use_unfinished = bool(pending)
         if pending:

@@ -42,12 +42,13 @@ from mcp.server.mcpserver import (
     MCPServer,
     Resolve,
 )
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp.types.version import is_version_at_least
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from . import Index, __version__
-from .model import Envelope
+from .model import Diagnostics, Envelope
 
 CALLER_META_KEY = "session-recall/caller_session"
 CALLER_ENV_VARS = ("RECALL_CALLER_SESSION", "CLAUDE_CODE_SESSION_ID")
@@ -203,6 +204,43 @@ def _result(env: Envelope) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=render_text(fitted))], structured_content=data)
 
 
+# What each tool's arguments take, for the hint of a call whose arguments do not fit.
+_ARGUMENT_TYPES = {
+    "recall": ("`query`, `question`, `cwd`, `session_id` and `cursor` strings, `all_projects` "
+               "true or false, `limit` a whole number"),
+    "recall_more": "`anchor` a string (a passage's `anchor_id`), `all_projects` true or false, `cwd` a string",
+}
+
+
+def bad_argument(tool: str, arguments: dict[str, Any], error: ValidationError) -> Envelope:
+    """The envelope of a call whose arguments do not fit the tool's input
+    schema (a number for `query`, `limit` "abc", no `anchor`): status
+    `bad_argument`, and a hint that names each argument and what it takes.
+    The rejected values are not quoted back (they are the caller's data)."""
+    problems = "; ".join(sorted({f"`{'.'.join(str(p) for p in e['loc'])}`: {e['msg']}" for e in error.errors()}))
+    echoed = arguments.get("anchor" if tool == "recall_more" else "query")
+    return Envelope(query=echoed if isinstance(echoed, str) else "", status="bad_argument",
+                    hint=f"Nothing was searched: {problems}. Call {tool} again with {_ARGUMENT_TYPES[tool]}.",
+                    diagnostics=Diagnostics(engine="none", elapsed_ms=0.0))
+
+
+class _Server(MCPServer):
+    """The SDK's server, but a call to one of our tools whose arguments do not
+    fit its input schema answers with the envelope (status `bad_argument`),
+    as every other failure does, not with the validator's error text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context | None = None) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if (isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError)
+                    or name not in _ARGUMENT_TYPES):
+                raise
+            return _result(bad_argument(name, arguments, cause))
+
+
 def _can_elicit(ctx: Context) -> bool:
     """The client declared form elicitation (a bare `elicitation: {}` counts as form)."""
     try:
@@ -336,7 +374,7 @@ def build_server(index: Index, *, cwd: str | None = None, caller_session: str | 
                  confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S) -> MCPServer:
     """An MCPServer with the tools `recall` and `recall_more` over `index`."""
     rs = RecallServer(index, cwd=cwd, caller_session=caller_session, confirm_timeout=confirm_timeout)
-    server = MCPServer("session-recall", title="session-recall", version=__version__,
+    server = _Server("session-recall", title="session-recall", version=__version__,
                        instructions=INSTRUCTIONS, log_level="WARNING")
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)

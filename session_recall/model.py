@@ -158,7 +158,7 @@ class _Out(BaseModel):
 
 
 Status = Literal["ok", "partial", "no_match", "empty_query", "empty_index", "refused", "denied",
-                 "unknown_session", "unknown_anchor", "stale_cursor"]
+                 "unknown_session", "unknown_anchor", "stale_cursor", "bad_argument"]
 Engine = Literal["fts", "cjk-fallback", "session-scan", "none"]
 MaterialKind = Literal["image", "text", "pdf", "binary"]
 

@@ -6,7 +6,9 @@ window title set with OSC 2, a clipboard written with OSC 52, a screen
 cleared with CSI 2J). Printed as they are, they would act on the reader's
 terminal. Human output therefore shows every control character as a visible
 escape, as `cat -v` and `less` do: C0 controls in caret notation (`ESC` is
-`^[`, `BEL` is `^G`), DEL as `^?`, C1 controls as `<U+009B>`. Line breaks and
+`^[`, `BEL` is `^G`), DEL as `^?`, C1 controls as `<U+009B>`, and so are the
+bidirectional overrides, embeddings and isolates (U+202A-U+202E,
+U+2066-U+2069), which would make a line read in another order. Line breaks and
 tabs stay (a CR before a line feed is dropped); JSON output is never touched.
 """
 
@@ -16,6 +18,9 @@ _KEEP = {"\n", "\t"}
 _VISIBLE = {cp: f"^{chr(cp + 64)}" for cp in range(0x20) if chr(cp) not in _KEEP}
 _VISIBLE[0x7F] = "^?"
 _VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in range(0x80, 0xA0)})
+# The bidirectional embeddings, overrides and isolates (CVE-2021-42574): a
+# terminal would draw the rest of the line in another order than it is.
+_VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def visible(text: str) -> str:
@@ -133,6 +138,16 @@ def _shown_lines(text: str, terms: list[str], keep: int | None, full: bool) -> t
     return lines[start:start + keep], start, len(lines) - start - keep
 
 
+def _payload_head(text: str) -> tuple[list[str], int, int]:
+    """A payload's head, whatever the hit: its tool line and the path it
+    writes (the next line; in a patch, the line after `*** Begin Patch`);
+    and how many lines are not shown."""
+    lines, _, _ = _shown_lines(text, [], None, False)
+    path = next((ln for ln in lines[1:3] if ln.strip() != "*** Begin Patch"), None)
+    head = lines[:1] + ([path] if path is not None else [])
+    return head, 0, len(lines) - len(head)
+
+
 def _is_payload(m) -> bool:
     if m.role != "tool_call":
         return False
@@ -152,21 +167,19 @@ def passage_block(n: int | None, r, terms: list[str], style: Style, *, full: boo
         head.append(style.dim("matches only: " + ", ".join(visible(t) for t in r.matched_terms)))
     out = ["  ".join(head)]
     for m in r.passage.messages:
+        keep: int | None = None if whole else HIT_LINES if m.is_hit or m.is_anchor else CONTEXT_LINES
         if _is_payload(m) and not full:
-            keep: int | None = 1
-        elif whole:
-            keep = None
+            lines, before, after = _payload_head(visible(m.text))
         else:
-            keep = HIT_LINES if m.is_hit or m.is_anchor else CONTEXT_LINES
-        lines, before, after = _shown_lines(visible(m.text), terms, keep, full)
+            lines, before, after = _shown_lines(visible(m.text), terms, keep, full)
         mark = "> " if m.is_anchor else "  "
         prefix = f"  {mark}{when(m.ts):<{TIME_WIDTH}}  {style.role(f'{m.role:<{ROLE_WIDTH}}')}  "
         pad = " " * INDENT
         shown = [highlight(ln, terms, style) if (m.is_hit or m.is_anchor) else ln for ln in lines]
         if before:
-            shown.insert(0, style.dim(f"… ({before} lines before)"))
+            shown.insert(0, style.dim(f"… ({before} line{'s' * (before != 1)} before)"))
         if after:
-            shown.append(style.dim(f"… (+{after} lines{'' if full else '; --full shows them'})"))
+            shown.append(style.dim(f"… (+{after} line{'s' * (after != 1)}{'' if full else '; --full shows them'})"))
         out.append(prefix + (shown[0] if shown else ""))
         out += [pad + ln for ln in shown[1:]]
         for mat in m.materials:

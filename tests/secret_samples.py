@@ -67,3 +67,43 @@ SAMPLES += [(k.name, *k.examples[0]) for k in TABLE if k.examples and k.name not
 SECRETS: dict[str, tuple[str, str]] = {}
 for _kind, _text, _secret in SAMPLES:
     SECRETS.setdefault(_kind, (_text, _secret))
+
+
+# Shapes taken from outside the redactor (gitleaks' rules for RubyGems,
+# Clojars, GitLab's job, feed and runner tokens and Azure AD client secrets;
+# the documented formats of crates.io and NuGet keys; the syntaxes PHP, Ruby,
+# Go, XML configs, SQL, PowerShell, mysql and curl write credentials in),
+# each in a sentence that holds no other trigger of its kind. Redactor
+# version 2 stored every one of them. (text, the secret)
+_HEX = "0123456789abcdef"
+_LOW = string.ascii_lowercase + string.digits
+
+
+def _outside(template: str, body: str) -> tuple[str, str]:
+    return template.format(body), body
+
+
+OUTSIDE: list[tuple[str, str]] = [
+    _outside("published the gem with rubygems_{} yesterday", _body(48, _HEX)),
+    _outside("cargo login cio{}", _body(32)),
+    _outside("dotnet nuget push pkg.nupkg -k oy2{} -s nuget.org", _body(43, _LOW)),
+    _outside("deploying with CLOJARS_{} now", _body(60)),
+    _outside("the job ran with glcbt-64_{} today", _body(20)),
+    _outside("the feed link carries glft-{} as well", _body(20)),
+    _outside("the runner was registered with GR1348941{} once", _body(20)),
+    _outside("the app got tUx8Q~{} from az", _body(34)),
+    _outside("'password' => '{}',", _body(16)),
+    _outside('"api_key" => "{}",', _body(24)),
+    _outside('password := "{}"', _body(16)),
+    _outside("<server><id>nexus</id><password>{}</password></server>", _body(16)),
+    _outside('<add key="ClearTextPassword" value="{}" />', _body(16)),
+    _outside('os.environ["OPENAI_API_KEY"] = "{}"', _body(32)),
+    _outside("mysql -u root -p'{}' shop", _body(16)),
+    _outside("curl --user=ada:{} https://api.example.org", _body(16)),
+    _outside("curl -uada:{} https://api.example.org", _body(16)),
+    _outside("sshpass -p{} ssh deploy@host", _body(16)),
+    _outside("CREATE USER app IDENTIFIED BY '{}';", _body(16)),
+    _outside("ALTER ROLE app WITH PASSWORD '{}';", _body(16)),
+    _outside('$cred = ConvertTo-SecureString "{}" -AsPlainText -Force', _body(16)),
+    _outside('{{"Authorization": ["Basic {}"]}}', _body(32, _B64)),
+]

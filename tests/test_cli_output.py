@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import orjson
+
 from session_recall.model import Envelope
 from tests.helpers import run_all
 
@@ -134,3 +136,70 @@ def test_a_pager_runs_only_when_stdout_is_a_terminal(proj, corpus, recall_cmd, t
     paged.unlink()
     piped = subprocess.run(argv, capture_output=True, env=env, timeout=60)
     assert piped.returncode == 0 and b"R\xc3\xa9sum\xc3\xa9 layout" in piped.stdout and not paged.exists()
+
+
+def test_counts_of_one_read_as_one(proj, corpus, run_recall):
+    """A turn of one message, a payload of one more line, one line before a
+    hit: "1 message", "+1 line", "1 line before", never "1 messages"."""
+    s = corpus.session("b0b0b0b0-0001", proj, title="One of each")
+    s.message("u1", "where did the walrus go?", turn_id="t1")
+    s.message("c1", "Edit zoo/narwhal.txt\nthe old line", role="tool_call", tool_name="Edit", turn_id="t2")
+    s.message("u2", "\n".join(f"line {i}" for i in range(6)) + "\nthe okapi is here", turn_id="t3")
+    corpus.open().close()
+    narwhal, okapi = run_all(
+        run_recall,
+        ["--db", corpus.db, "search", "narwhal", "--cwd", proj],
+        ["--db", corpus.db, "search", "okapi", "--cwd", proj])
+    assert "(+1 line; --full shows them)" in narwhal.stdout, narwhal.stdout
+    assert "(1 line before)" in okapi.stdout, okapi.stdout
+    assert run_recall("--db", corpus.db, "search", "walrus", "--cwd", proj).returncode == 0
+    done = run_recall("--db", corpus.db, "more", "1", "--cwd", proj)
+    assert done.returncode == 0, done.stderr
+    assert "The turn around this anchor, 1 message." in done.stdout, done.stdout
+
+
+def test_a_payload_shows_its_tool_and_path_whatever_the_hit(proj, corpus, run_recall):
+    """README: a tool call that carries a whole file shows its first line,
+    the tool and the path, unless --full (before: the tool's name alone, or
+    the line just before the hit, deep in the file's text)."""
+    body = "\n".join(f"paragraph {i}" for i in range(40)) + "\nset in Source Serif 4"
+    patch = "*** Begin Patch\n*** Update File: src/style.css\n@@\n-font: Inter\n+font: Source Serif 4\n*** End Patch"
+    s = corpus.session("c4c4c4c4-0001", proj, title="Payloads")
+    s.message("w1", orjson.dumps({"file_path": "/srv/site/notes.md", "content": body}).decode(),
+              role="tool_call", tool_name="Write", turn_id="t1")
+    s.message("p1", orjson.dumps({"input": patch}).decode(), role="tool_call", tool_name="apply_patch",
+              turn_id="t2")
+    corpus.open().close()
+    plain, full = run_all(
+        run_recall,
+        ["--db", corpus.db, "search", "serif", "--cwd", proj],
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--full"])
+    lines = plain.stdout.splitlines()
+    write = next(i for i, ln in enumerate(lines) if ln.endswith("tool_call    Write"))
+    assert lines[write + 1].strip() == "/srv/site/notes.md", plain.stdout
+    assert lines[write + 2].strip() == "… (+41 lines; --full shows them)", plain.stdout
+    apply = next(i for i, ln in enumerate(lines) if ln.endswith("tool_call    apply_patch"))
+    assert lines[apply + 1].strip() == "*** Update File: src/style.css", plain.stdout
+    assert lines[apply + 2].strip() == "… (+5 lines; --full shows them)", plain.stdout
+    assert "paragraph 39" not in plain.stdout and "paragraph 39" in full.stdout
+
+
+# The bidirectional controls that reorder what a terminal shows (CVE-2021-42574,
+# "Trojan Source"): embeddings, overrides, isolates and their ends.
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_bidirectional_controls_from_a_log_are_shown_not_obeyed(proj, corpus, run_recall):
+    """`rm -rf ~/build ‮ # safe` would be drawn reversed after the override:
+    each control is shown as its code point, the Arabic and Hebrew text
+    around it left alone; --json keeps the text as stored."""
+    s = corpus.session("s1", proj, title="review \u202eevil\u202c title", started_at="2026-11-20T09:00:00Z")
+    s.message("u1", "zebra rm -rf ~/build \u202e # safe \u202c and " + BIDI + " then مرحبا שלום")
+    corpus.open().close()
+    done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj)
+    assert done.returncode == 0, done.stderr
+    assert not any(c in done.stdout for c in BIDI), repr(done.stdout)
+    assert "~/build <U+202E> # safe <U+202C> and <U+202A><U+202B>" in done.stdout
+    assert "review <U+202E>evil<U+202C> title" in done.stdout and "مرحبا שלום" in done.stdout
+    done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj, "--json")
+    assert BIDI in Envelope.model_validate_json(done.stdout).results[0].passage.messages[0].text

@@ -95,3 +95,20 @@ def test_more_takes_an_anchor_alone_when_its_search_would_be_allowed(proj, corpu
     for done in (deny, lists):
         assert done.returncode == 2 and "Source Serif" not in done.stdout + done.stderr
         assert "--all-projects" not in done.stderr
+
+
+def test_show_names_an_untitled_session_as_search_does(proj, corpus, run_recall):
+    """A session with no title is named by its first prompt in every answer:
+    `recall show` (Markdown heading and JSON) as in `recall search`."""
+    s = corpus.session("f00dcafe-0001", proj)
+    s.message("u1", "Why does the pager swallow colours?").message("a1", "LESS needs -R.", role="assistant")
+    corpus.open().close()
+    found, md, js = run_all(
+        run_recall,
+        ["--db", corpus.db, "search", "pager", "--cwd", proj, "--json"],
+        ["--db", corpus.db, "show", "f00dcafe", "--cwd", proj],
+        ["--db", corpus.db, "show", "f00dcafe", "--cwd", proj, "--format", "json"])
+    title = Envelope.model_validate_json(found.stdout).results[0].title
+    assert title == "Why does the pager swallow colours?"
+    assert Envelope.model_validate_json(js.stdout).results[0].title == title
+    assert md.stdout.splitlines()[0] == f"# {title}", md.stdout

@@ -132,3 +132,16 @@ def test_the_command_line_filters(proj, corpus, run_recall):
     assert hits(assistant) <= {"old", "new"} and "tool" not in hits(assistant)
     assert none.returncode == 1
     assert bad.returncode == 2 and "--since" in bad.stderr and "7d" in bad.stderr
+
+
+def test_a_miss_under_filters_says_the_filters_kept_it_out(proj, corpus, run_recall):
+    """The words match, the filters keep every match out: the hint names the
+    filters (a miss of --since is not a miss of the words)."""
+    corpus.session("f1", proj).message("u1", "the heron nests by the pond", ts="2026-11-20T09:00:00Z")
+    corpus.open().close()
+    done = run_recall("--db", corpus.db, "search", "heron", "--cwd", proj, "--since", "2026-11-21",
+                      "--role", "assistant")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "filters keep (role, since)" in done.stderr and "other filters" in done.stderr, done.stderr
+    plain = run_recall("--db", corpus.db, "search", "kingfisher", "--cwd", proj)
+    assert plain.returncode == 1 and "filters keep" not in plain.stderr, plain.stderr

@@ -72,3 +72,29 @@ def test_mcp_hint_on_nothing_to_build_from_then_the_folder_that_appears(tmp_path
     assert str(tmp_path / "claude" / "projects") in empty.hint
     assert "PATH" not in empty.hint and "index PATH" not in empty.hint
     assert built.status == "ok" and built.results[0].source == "claude-code", built.hint
+
+
+def test_a_finished_first_build_leaves_no_gap_though_a_log_is_empty(tmp_path, env, recall_cmd):
+    """A session file Claude Code created and never wrote to is read to its
+    end (there is nothing in it): a first build that finished within its
+    budget says nothing of files "not indexed yet", on this call or the next."""
+    claude_code_appears(tmp_path)
+    (tmp_path / "claude" / "projects" / SHOP.name / "0badc0de-0000-4000-8000-000000000000.jsonl").write_bytes(b"")
+    db = tmp_path / "fresh.db"
+    params = StdioServerParameters(command=recall_cmd[0], args=[*recall_cmd[1:], "--db", str(db), "mcp"],
+                                   cwd=str(tmp_path), env=env)
+    seen: list[Envelope] = []
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=30) as s:
+                    await s.initialize()
+                    for _ in range(2):
+                        result = await s.call_tool("recall", {"query": "checkout", "all_projects": True})
+                        seen.append(Envelope.model_validate(result.structured_content))
+
+    anyio.run(main)
+    for env_ in seen:
+        assert env_.status == "ok" and env_.results, env_.hint
+        assert "first_use" not in env_.gaps, env_.gaps

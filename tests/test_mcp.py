@@ -281,3 +281,29 @@ def test_confirm_on_the_newer_protocol_era(server):
                 assert env.status == "denied" and "declined" in env.gaps["all_projects"]
 
     anyio.run(main)
+
+
+def test_arguments_of_the_wrong_type_get_an_envelope_that_names_them(server):
+    """A model that sends a number for `query`, "abc" for `limit` or no
+    `anchor` gets the envelope (status bad_argument) with a hint naming the
+    argument and what it takes, as for every other failure; never the
+    validator's error text, and never the rejected value quoted back."""
+    cases = [("recall", {"query": 12345}, "`query`"),
+             ("recall", {"query": "font", "limit": "abc", "all_projects": True}, "`limit`"),
+             ("recall", {"query": "font", "all_projects": "perhaps"}, "`all_projects`"),
+             ("recall", {"query": ["font", "serif"]}, "`query`"),
+             ("recall_more", {}, "`anchor`"),
+             ("recall_more", {"anchor": 42}, "`anchor`"),
+             ("recall_more", {"anchor": "WyJhIl0", "cwd": ["/"]}, "`cwd`")]
+
+    async def main():
+        async with session_for(server()) as s:
+            for tool, args, named in cases:
+                env = await call(s, tool, args)
+                assert env.status == "bad_argument" and not env.results, (tool, args, env.status)
+                assert named in env.hint and "again" in env.hint, env.hint
+                assert "pydantic" not in env.hint and "perhaps" not in env.hint and "12345" not in env.hint
+            # a well-typed call on the same session still answers
+            assert (await call(s, "recall", {"query": "字体", "all_projects": True})).status == "ok"
+
+    anyio.run(main)

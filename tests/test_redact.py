@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from session_recall.indexer.project import project
 from session_recall.text import redact as R
+from tests.secret_samples import OUTSIDE
 
 EXAMPLES = int(os.environ.get("RECALL_REDACT_EXAMPLES", "200"))
 KEY = b"k" * 32
@@ -44,6 +45,15 @@ def test_each_example_is_redacted_and_refused(kind, text, secret):
     assert secret not in out and n >= 1, out
     assert f"{R.PLACEHOLDER_OPEN}{kind}:" in out
     assert R.find_secret(text) == kind
+
+
+@pytest.mark.parametrize("text,secret", OUTSIDE, ids=[t[:24] for t, _ in OUTSIDE])
+def test_shapes_from_outside_the_table_are_redacted_and_refused(text, secret):
+    """Provider prefixes and syntaxes taken from public scanners and formats,
+    not from the table's own examples (tests/secret_samples.py, OUTSIDE)."""
+    out, n = R.Redactor(KEY).redact(text)
+    assert secret not in out and n >= 1, out
+    assert R.find_secret(text) is not None
 
 
 # --- the fast path equals the reference -------------------------------------------
@@ -114,6 +124,9 @@ KEYED_SYNTAXES = [
     "DB_PASSWORD={}", "password: {}\n", '{{"password": "{}"}}', '"{{\\"password\\": \\"{}\\"}}"',
     "--password {} --verbose", "--password={} ", "MYSQL_PWD='{}'", "client_secret = \"{}\"",
     '"apiKey": "{}",', "GITHUB_TOKEN={}", "X-Api-Key: {}\n", "  token: {}\n", "auth={}&x=1",
+    # (PHP and Ruby hashes, Go, XML configs, NuGet.Config, a subscript, SQL)
+    "'password' => '{}',", '"api_key" => "{}"', 'password := "{}"', "<password>{}</password>",
+    '<add key="ClearTextPassword" value="{}" />', "ENV['DB_PASSWORD'] = '{}'", "ALTER ROLE app PASSWORD '{}';",
 ]
 ALL = [(k, t, s) for k in R.TABLE for t, s in k.examples]
 

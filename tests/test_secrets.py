@@ -356,3 +356,74 @@ def test_an_index_built_by_redactor_version_1_is_rebuilt_without_its_secrets(ind
             for s in (secret, gone):
                 for piece in {s[i : i + 8] for i in range(len(s) - 7)} | {s[i : i + 8].lower() for i in range(len(s) - 7)}:
                     assert piece.encode() not in blob, (p.name, piece)
+
+
+def test_shapes_from_outside_the_table_stay_out_of_the_database_and_the_mcp_answers(tmp_path, recall_cmd, canonical):
+    """The OUTSIDE shapes of tests/secret_samples.py (provider prefixes and
+    syntaxes from public scanners, not the table's examples) planted in a
+    user message, a tool call's JSON arguments, a tool result's JSON envelope
+    and an attachment's name; indexed; then read back by
+    the real MCP server over stdio: no piece of any of them is in the
+    database files or in any answer of `recall` or `recall_more`, and each
+    one asked for is refused."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from tests.secret_samples import OUTSIDE
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    log = canonical("outside-1", cwd=str(proj))
+    lines = [log.session(title="outside shapes")]
+    for i, (text, _secret) in enumerate(OUTSIDE):
+        lines += [log.message(f"u{i}", f"ferrule {text}", turn_id=f"t{i}"),
+                  log.message(f"c{i}", json.dumps({"command": f"ferrule {text}"}), role="tool_call",
+                              tool_name="Bash", turn_id=f"t{i}"),
+                  log.message(f"r{i}", json.dumps({"content": [{"type": "text", "text": f"ferrule {text}"}]}),
+                              role="tool_result", turn_id=f"t{i}"),
+                  log.message(f"a{i}", "ferrule attached", role="assistant", turn_id=f"t{i}",
+                              attachments=[{"id": f"att{i}", "name": f"ferrule {text}.txt",
+                                            "mime_type": "text/plain", "bytes": 10}])]
+    (tmp_path / "logs").mkdir()
+    write(tmp_path / "logs" / "outside.jsonl", *lines)
+    db = tmp_path / "recall.db"
+    with Index.open(db, settings=Settings()) as ix:
+        assert ix.sync([str(tmp_path / "logs")], kind="canonical").as_dict()["messages_added"] == 4 * len(OUTSIDE)
+
+    def outside_leaks(blob: bytes) -> list[str]:
+        return [p for _, secret in OUTSIDE for p in sorted(pieces(secret)) if p.encode() in blob][:5]
+
+    for f in tmp_path.glob("recall.db*"):
+        assert not outside_leaks(f.read_bytes()), f.name
+
+    async def main() -> list[str]:
+        params = StdioServerParameters(command=recall_cmd[0], args=[*recall_cmd[1:], "--db", str(db), "mcp"],
+                                       cwd=str(proj), env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+                                                           "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        answers = []
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write_), ClientSession(read, write_) as s:
+                await s.initialize()
+                cursor = None
+                for _page in range(40):
+                    args = {"query": "ferrule", "limit": 50, **({"cursor": cursor} if cursor else {})}
+                    res = await s.call_tool("recall", args)
+                    answers.append(res.model_dump_json())
+                    env = res.structured_content or {}
+                    for r in env.get("results", []):
+                        more = await s.call_tool("recall_more", {"anchor": r["passage"]["anchor_id"]})
+                        answers.append(more.model_dump_json())
+                    cursor = env.get("next_cursor")
+                    if not cursor:
+                        break
+                for text, _secret in OUTSIDE:
+                    res = await s.call_tool("recall", {"query": text})
+                    assert (res.structured_content or {}).get("status") == "refused", text
+                    answers.append(res.model_dump_json())
+        return answers
+
+    answers = anyio.run(main)
+    joined = "\n".join(answers)
+    assert joined.count("ferrule") > len(OUTSIDE) and "[redacted:" in joined
+    assert not outside_leaks(joined.encode())
+    assert not outside_leaks(json.loads(json.dumps(joined)).encode())

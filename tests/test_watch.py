@@ -221,3 +221,17 @@ def test_a_reader_never_waits_for_the_writer(spawn, wait_until, db_path, fixture
     assert found and "rewritten" not in titles  # the last committed state, not the open transaction's
     # Far below the busy timeout (5 s): the reader did not wait for the lock.
     assert elapsed < 2.0, f"opening and searching took {elapsed:.2f}s while a writer was busy"
+
+
+def test_each_synced_batch_says_how_many_files_it_read(watcher, src, canonical):
+    """The line the watcher prints for a batch (what `journalctl` shows of a
+    user service) counts the files of that batch: an append to one log is
+    "synced 1 file", never "synced 0 files" with a file read."""
+    watcher.proc.wait_for("synced", stream="stdout")  # the reconcile of the fixtures
+    shop = canonical("c0ffee00-0003", cwd="/home/ada/shop")
+    append(src / "shop" / "2026-11-28-checkout.jsonl", shop.message("w-fig", "one more line about figs"))
+    watcher.until(lambda: watcher.proc.stdout().count("synced ") >= 2, "a line for the append's batch")
+    line = [ln for ln in watcher.proc.stdout().splitlines() if ln.startswith("synced ")][-1]
+    assert line.startswith("synced 1 file (1 read, "), line
+    assert "1 message added" in line, line
+    watcher.stop(signal.SIGTERM)

@@ -156,6 +156,7 @@ class Syncer:
 
     def sync_files(self, paths: list[str]) -> SyncReport:
         """Sync only these files (the watcher's path): each under its known source."""
+        t0 = time.perf_counter()
         problems: Counter[str] = Counter()  # a log not yet readable, say created but still empty
         with self.store.writer():
             with self._grouped():
@@ -166,7 +167,7 @@ class Syncer:
                         continue
                     source_id, _source_path, source_kind = src
                     if os.path.exists(real):
-                        self._sync_file(source_id, source_kind, real, problems)
+                        self.report.files += self._sync_file(source_id, source_kind, real, problems)
                     else:
                         with self.store.atomic():
                             self.conn.execute("UPDATE files SET missing = 1 WHERE path = ?", (real,))
@@ -176,6 +177,7 @@ class Syncer:
         self.report.messages_added = self.writer.counts["messages_added"]
         self.report.messages_updated = self.writer.counts["messages_updated"]
         self.report.messages_forgotten = self.writer.counts["messages_forgotten"]
+        self.report.elapsed_s = round(time.perf_counter() - t0, 3)
         return self.report
 
     def _wipe(self) -> None:

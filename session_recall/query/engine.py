@@ -266,7 +266,10 @@ class Engine:
                        offset: int, run: Run) -> str:
         """The hint of an empty page: nothing matched, nothing was searched
         (no session lies in scope; a gap says so), or the pages ran out."""
-        hint = E.no_match_hint(scope, terms, kw_terms, all_projects)
+        f = run.filters
+        named = [name for name, given in (("role", f.roles), ("source", f.sources), ("since", f.since),
+                                          ("until", f.until)) if given]
+        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named)
         scope_sql, params = self.retriever.scope_sql(scope)
         if not offset and not one(self.conn.execute(
                 f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params))[0]:
@@ -284,7 +287,7 @@ class Engine:
         `prefix`, else whose id starts with it; most recent first."""
         twins = self.retriever.denied_twins()
         rows = [r for r in self.conn.execute(
-            "SELECT id, source, cwd, session_id, title, started_at FROM sessions "
+            "SELECT id, source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions "
             "WHERE substr(session_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, id DESC", (prefix,))
             if scope.covers(r[2], r[3], self.settings) and r[0] not in twins]
         exact = [r for r in rows if r[3] == prefix]

@@ -137,7 +137,7 @@ def ambiguous_session_hint(prefix: str, ids: list[str]) -> str:
 
 
 def session_hint(n_messages: int) -> str:
-    return f"The whole session, {n_messages} messages."
+    return f"The whole session, {n_messages} message{'s' * (n_messages != 1)}."
 
 
 def foreign_cursor_hint() -> str:
@@ -162,12 +162,18 @@ def ok_hint(results: list[Result], partial: bool, terms: list[Term], cursor: str
     return hint
 
 
-def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool) -> str:
+def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool,
+                  filtered: list[str] | None = None) -> str:
+    """`filtered`: the filters the caller gave (role, source, since, until),
+    named so that a miss they caused is not read as a miss of the words."""
+    within = f" among the messages its filters keep ({', '.join(filtered)})" if filtered else ""
+    wider = "other filters, " if filtered else ""
     return (f"No message in {scope_words(scope)} matches "
             + (quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
                + quoted([t.folded for t in kw_terms], ", "))
-            + (". Try fewer or other words, a question, or all_projects." if not all_projects else
-               ". Try fewer or other words, or a question."))
+            + within
+            + (f". Try {wider}fewer or other words, a question, or all_projects." if not all_projects else
+               f". Try {wider}fewer or other words, or a question."))
 
 
 def nothing_indexed_hint(scope: Scope) -> str:
@@ -190,7 +196,7 @@ def anchor_out_of_scope_hint() -> str:
 
 
 def turn_hint(n_messages: int) -> str:
-    return f"The turn around this anchor, {n_messages} messages."
+    return f"The turn around this anchor, {n_messages} message{'s' * (n_messages != 1)}."
 
 
 # --- gaps ---------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from .fold import PLACEHOLDER, PLACEHOLDER_CLOSE, PLACEHOLDER_OPEN
 
-REDACTOR_VERSION = 2
+REDACTOR_VERSION = 3
 
 _F = re.ASCII  # case-insensitive parts fold ASCII only, as the lowered triggers do
 
@@ -205,11 +205,12 @@ _kind("bearer", rf"bearer[ \t]{{1,5}}(?P<s>(?=[{_TOKCH}]{{0,4096}}[0-9])[{_TOKCH
                 ("BEARER 0a1b2c3d4e5f6a7b8c9d0e1f2a", "0a1b2c3d4e5f6a7b8c9d0e1f2a")))
 
 _kind("auth_header",
-      rf"authorization(?:\\?[\"'])?[ \t]{{0,3}}[:=][ \t]{{0,3}}(?:\\?[\"'])?"
+      rf"authorization(?:\\?[\"'])?[ \t]{{0,3}}(?:=>|[:=])[ \t]{{0,3}}(?:\[[ \t]{{0,3}})?(?:\\?[\"'])?"
       rf"(?:(?:bearer|basic|token|digest|bot|apikey|sso-key|ssws)[ \t]{{1,3}})?(?P<s>[{_TOKCH}=:]{{8,4096}})",
       ("authorization",), flags=re.IGNORECASE | _F, keep=is_placeholder,
       examples=(("Authorization: Basic YWRhOmh1bnRlcjJodW50ZXIy", "YWRhOmh1bnRlcjJodW50ZXIy"),
-                ("AUTHORIZATION: token abcdefghijklmnopqrst", "abcdefghijklmnopqrst")))
+                ("AUTHORIZATION: token abcdefghijklmnopqrst", "abcdefghijklmnopqrst"),
+                ('{"Authorization": ["Basic YWRhOmh1bnRlcjJodW50ZXIy"]}', "YWRhOmh1bnRlcjJodW50ZXIy")))
 # Provider tokens: a literal head, then a body (after gitleaks' rule list).
 _prefixed("anthropic_key", ("sk-ant-",), r"[A-Za-z0-9_\-]{8,256}",
           (("sk-ant-api03-Zq8xVw2LmN4pRt6y", "Zq8xVw2LmN4pRt6y"),))
@@ -219,8 +220,11 @@ _prefixed("openai_key", ("sk-",), r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,
           (("sk-proj-Q7mW2xN9bV4cK8jH3gF6", "Q7mW2xN9bV4cK8jH3gF6"),), also=("sk-proj-", "sk-svcacct-", "sk-admin-"))
 _prefixed("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), r"[A-Za-z0-9_]{20,255}",
           (("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),), chars="A-Za-z0-9_")
-_prefixed("gitlab_token", ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-"), r"[A-Za-z0-9_\-]{20,128}",
-          (("glpat-Xy9wVb8uTs7rQp6oNm5l", "Xy9wVb8uTs7rQp6oNm5l"),))
+_prefixed("gitlab_token", ("glpat-", "gldt-", "glrt-", "glptt-", "glsoat-", "gloas-", "glcbt-", "glffct-", "glft-",
+                          "glimt-", "glagent-", "GR1348941"), r"[A-Za-z0-9_\-]{20,128}",
+          (("glpat-Xy9wVb8uTs7rQp6oNm5l", "Xy9wVb8uTs7rQp6oNm5l"),
+           ("glcbt-64_Rq9fVxT2Lm8Kp3Wn7Zs4Yb", "64_Rq9fVxT2Lm8Kp3Wn7Zs4Yb"),
+           ("GR1348941Xy9wVb8uTs7rQp6oNm5l", "Xy9wVb8uTs7rQp6oNm5l")))
 _prefixed("aws_key", ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"), r"[A-Z0-9]{16,17}(?![A-Za-z0-9])",
           (("AKIAQ3EGUI2PXQ7RJ4MN", "Q3EGUI2PXQ7RJ4MN"),), chars="A-Z0-9")
 _prefixed("slack_token", ("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxc-", "xoxd-", "xoxe-", "xoxe.",
@@ -252,6 +256,18 @@ _prefixed("npm_token", ("npm_",), r"[A-Za-z0-9]{36}", (("npm_X6KWxOiixgVoOnzyw2M
           chars="A-Za-z0-9")
 _prefixed("pypi_token", ("pypi-AgEIcHlwaS5vcmc",), r"[A-Za-z0-9_\-]{32,512}",
           (("pypi-AgEIcHlwaS5vcmcCJDk2ZTg4YjQxLTk1ZDktNDBhYy1hNzQ3", "CJDk2ZTg4YjQxLTk1ZDktNDBhYy1hNzQ3"),))
+# Package registries beside npm and PyPI: RubyGems (gitleaks rubygems-api-token),
+# crates.io (`cio` and 32 characters), NuGet (`oy2` and 43), Clojars.
+_prefixed("rubygems_token", ("rubygems_",), r"[a-f0-9]{48}",
+          (("rubygems_8a5c0f3e1b9d7a2c4e6f8b0d1a3c5e7f9b2d4a6c8e0f1b3d", "8a5c0f3e1b9d7a2c4e6f8b0d1a3c5e7f9b2d4a6c8e0f1b3d"),),
+          chars="a-f0-9")
+_prefixed("crates_token", ("cio",), r"[A-Za-z0-9]{32}(?![A-Za-z0-9])",
+          (("cargo login cioZq8xVw2LmN4pRt6yK3jH9gF5dS1aQ7wE", "Zq8xVw2LmN4pRt6yK3jH9gF5dS1aQ7wE"),), chars="A-Za-z0-9")
+_prefixed("nuget_key", ("oy2",), r"[a-z0-9]{43}(?![A-Za-z0-9])",
+          (("oy2k7m3q9x2v5b8n4w6r1t0y3u7i5o9p2a4s6d8f1g3h5j", "k7m3q9x2v5b8n4w6r1t0y3u7i5o9p2a4s6d8f1g3h5j"),),
+          chars="a-z0-9")
+_prefixed("clojars_token", ("CLOJARS_",), r"[A-Za-z0-9]{60}",
+          (("CLOJARS_" + "k7m3q9x2v5b8n4w6r1t0" * 3, "k7m3q9x2v5b8n4w6r1t0k7m3q9x2v5b8n4w6r1t0"),), chars="A-Za-z0-9")
 _prefixed("huggingface_token", ("hf_",), r"[A-Za-z0-9]{30,40}(?![A-Za-z0-9_])",
           (("hf_eeTFJGvVvQe1sKhBN88hXJsi6BwhTp3Fs2Qh", "eeTFJGvVvQe1sKhBN88hXJsi6BwhTp3Fs2Qh"),), chars="A-Za-z0-9")
 _prefixed("sendgrid_key", ("SG.",), r"[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}",
@@ -292,6 +308,9 @@ _kind("azure_storage", r"(?:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{20,1
       ("accountkey=", "sharedaccesskey="), flags=re.IGNORECASE | _F,
       examples=(("DefaultEndpointsProtocol=https;AccountName=shop;AccountKey=Qk9xR2c1WlpHa3ZxN3BOdzhLc0E=;",
                  "Qk9xR2c1WlpHa3ZxN3BOdzhLc0E="),))
+_kind("azure_client_secret", r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])",
+      ("q~",), mode="window", back=4, ahead=36,
+      examples=(("AZURE_CLIENT_SECRET: tUx8Q~Wn5Zs4Yb7Rq9fVxT2Lm8Kp3Wn7Zs4Yb-Rq", "Wn5Zs4Yb7Rq9fVxT2Lm8Kp3Wn7Zs4Yb"),))
 _kind("azure_sas", r"(?<=[?&;])sig=(?P<s>[A-Za-z0-9%+/=]{16,256})", ("sig=",),
       examples=(("https://shop.blob.core.windows.net/c?sv=2022-11-02&sig=AbC123dEf456GhI789%2BjKl%3D",
                  "AbC123dEf456GhI789%2BjKl"),))
@@ -316,14 +335,18 @@ _KEY_HEADS = ("api", "access", "secret", "private", "signing", "encryption", "ma
               "client", "license", "auth")
 _SECRET_KEYS = (rf"secret|token|credentials?|{_WORD_START}auth|key[_-]?data|(?:"
                 + "|".join(f"(?<={h})|(?<={h}[_-])" for h in _KEY_HEADS) + ")key")
-_Q = r"(?:\\{0,3}[\"'])?"  # the key's closing quote, maybe escaped
+_Q = r"(?:\\{0,3}[\"']\]?)?"  # the key's closing quote, maybe escaped (and a subscript's `]`: ENV['KEY'])
 _SEP_VALUE = (
-    # "key": "value" / key = "value" / key: 'value'
-    rf"{_Q}[ \t]{{0,3}}(?:=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
+    # "key": "value" / key = "value" / key: 'value' / 'key' => 'value' (Ruby, PHP, Perl) / key := "value" (Go)
+    rf"(?:{_Q}[ \t]{{0,3}}(?:=>|:=|=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
     # key=value (env, query strings, connection strings)
     rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\](?:[^\s\"'`,;&<>\\]|&(?![A-Za-z_][A-Za-z0-9_.\-]{{0,64}}=)){{0,511}})"
     # key: value (YAML, headers): one word that ends its line
     rf"|(?<=[:\s])(?P<s4>[^\s\"'`\\]{{1,512}}?)(?=[ \t]{{0,8}}(?:\r?\n|\Z|[ \t]#|[\"'\\]|[,;}}\]][ \t]{{0,8}}(?:\r?\n|\Z))))"
+    # <password>value</password> (Maven's settings.xml, any XML config)
+    rf"|>(?P<s5>[^<>\n]{{1,512}})</"
+    # <add key="ClearTextPassword" value="value" /> (NuGet.Config)
+    rf"|{_Q}[ \t]{{1,3}}value=\\{{0,3}}\"(?P<s6>[^\"\n]{{1,512}}?)\\{{0,3}}\")"
 )
 _FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"']{0,511}))"
 
@@ -350,7 +373,7 @@ def _keep_secret(v: str) -> bool:
     return is_placeholder(s) or (s.isdigit() and len(s) < 8) or len(s) < 4
 
 
-_kind("aws_secret", r"secret_?access_?key" + _Q + r"[ \t]{0,3}[:=][ \t]{0,3}(?:\\{0,3}[\"'])?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+_kind("aws_secret", r"secret_?access_?key" + _Q + r"[ \t]{0,3}(?:=>|:=|[:=])[ \t]{0,3}(?:\\{0,3}[\"'])?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
       ("secretaccesskey", "secret_access_key"), flags=re.IGNORECASE | _F,
       examples=(("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),))
 _kind("password", rf"(?:{_PASSWORD_KEYS}){_SEP_VALUE}", ("pass", "pwd"),
@@ -366,7 +389,7 @@ _kind("secret_value", rf"(?:{_SECRET_KEYS}){_SEP_VALUE}",
                 ("client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=\n", "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVkt")))
 # Any other key ending in `key`, when its value is long and random-looking.
 _kind("keyed_high_entropy",
-      r"key" + _Q + r"[ \t]{0,3}(?:=(?!=)|:)[ \t]{0,3}(?:\\{0,3}[\"'])?"
+      r"key" + _Q + r"[ \t]{0,3}(?:=>|:=|=(?!=)|:)[ \t]{0,3}(?:\\{0,3}[\"'])?"
       r"(?P<s>(?=[A-Za-z0-9+/=_.\-]{0,512}[0-9])(?=[A-Za-z0-9+/=_.\-]{0,512}[A-Za-z])[A-Za-z0-9+/=_.\-]{16,512})",
       ("key",), flags=re.IGNORECASE | _F, keep=lambda v: is_placeholder(v) or _entropy(v) < 3.3,
       examples=(("STRIPE_KEY=Zk3Lm9Qp2Xr7Tv5Wn8Ys", "Zk3Lm9Qp2Xr7Tv5Wn8Ys"),))
@@ -377,22 +400,35 @@ _kind("password_flag", rf"(?<=-)(?:password|passwd|pass|pwd|token|secret|key){_F
                 ("vault login --token s.AbCdEf1234567890", "s.AbCdEf1234567890"),
                 ("tool --api-key 'Ak9 Zq8 Xw7' run", "Ak9 Zq8 Xw7")))
 _kind("password_short_flag",
-      r"(?:(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]{0,200}?[ \t]-p(?P<s>[^\s\"'-][^\s\"']{0,127})"
-      r"|(?:sshpass|docker[ \t]{1,3}login)\b[^\n|;&]{0,200}?[ \t]-p[ \t]{1,3}(?:'(?P<s2>[^'\n]{1,128})'|\"(?P<s3>[^\"\n]{1,128})\"|(?P<s4>[^\s\"'-][^\s\"']{0,127})))",
+      r"(?:(?:mysql|mariadb|mysqldump|mysqladmin)\b[^\n|;&]{0,200}?[ \t]-p"
+      r"(?:(?P<s>[^\s\"'-][^\s\"']{0,127})|'(?P<s5>[^'\n]{1,128})'|\"(?P<s6>[^\"\n]{1,128})\")"
+      r"|(?:sshpass|docker[ \t]{1,3}login)\b[^\n|;&]{0,200}?[ \t]-p[ \t]{0,3}(?:'(?P<s2>[^'\n]{1,128})'|\"(?P<s3>[^\"\n]{1,128})\"|(?P<s4>[^\s\"'-][^\s\"']{0,127})))",
       ("mysql", "mariadb", "sshpass", "docker"), flags=_F, keep=_keep_password,
       examples=(("mysql -u root -pS3cretPass shop", "S3cretPass"), ("sshpass -p 'Zz8Yy7Xx6' ssh host", "Zz8Yy7Xx6"),
+                ("mysql -u root -p'S3cret Pass' shop", "S3cret Pass"), ("sshpass -pZz8Yy7Xx6 ssh host", "Zz8Yy7Xx6"),
                 ("docker login -u ada -p Dk9pW2xQ7zK registry.example", "Dk9pW2xQ7zK")))
 _kind("netrc_password", r"login[ \t]{1,5}\S{1,256}[ \t\r\n+>-]{1,12}password[ \t]{1,5}(?P<s>\S{1,256})", ("login",),
       flags=_F, keep=_keep_password,
       examples=(("machine api.example.org login ada password N3tRcPass99", "N3tRcPass99"),))
-_kind("curl_user", r"(?<![A-Za-z0-9-])(?:-u|--user)[ \t]{1,3}[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{1,128})",
-      ("-u", "--user"), keep=_keep_password, examples=(("curl -u ada:Cu7lPass99 https://x.example", "Cu7lPass99"),))
+_kind("curl_user", r"(?<![A-Za-z0-9-])(?:-u[ \t]{0,3}|--user(?:[ \t]{1,3}|=))[\"']?[^\s:\"']{1,64}:(?P<s>[^\s\"']{1,128})",
+      ("-u", "--user"), keep=_keep_password, examples=(("curl -u ada:Cu7lPass99 https://x.example", "Cu7lPass99"),
+                                                       ("curl --user=ada:Cu7lPass99 https://x", "Cu7lPass99"),
+                                                       ("curl -uada:Cu7lPass99 https://x", "Cu7lPass99")))
+# A password in SQL (`CREATE USER ada IDENTIFIED BY '...'`, `ALTER ROLE app WITH PASSWORD '...'`)
+# and in PowerShell (`ConvertTo-SecureString "..." -AsPlainText`).
+_kind("sql_password",
+      r"(?:identified[ \t]{1,3}(?:with[ \t]{1,3}[A-Za-z0-9_]{1,64}[ \t]{1,3})?by|password|convertto-securestring"
+      r"(?:[ \t]{1,3}-string)?)[ \t]{1,3}(?:'(?P<s>[^'\n]{1,256})'|\"(?P<s2>[^\"\n]{1,256})\")",
+      ("identified", "password", "convertto-securestring"), flags=re.IGNORECASE | _F, keep=_keep_password,
+      examples=(("CREATE USER ada IDENTIFIED BY 'Sq1Pass99x';", "Sq1Pass99x"),
+                ("ALTER ROLE app WITH PASSWORD 'Sq1Pass99x';", "Sq1Pass99x"),
+                ('$p = ConvertTo-SecureString "Ps9Secure7x" -AsPlainText -Force', "Ps9Secure7x")))
 _kind("email", r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])",
       ("@",), mode="window", back=65, ahead=270, keep=lambda v: v.startswith("git@"),
       examples=(("ada.lovelace@example.com", "ada.lovelace@example"),))
 
 KINDS = tuple(dict.fromkeys(k.name for k in TABLE))
-_GROUPS = ("s", "s2", "s3", "s4")
+_GROUPS = ("s", "s2", "s3", "s4", "s5", "s6")
 _TRIGGERS: dict[str, list[int]] = {}  # trigger -> indexes of TABLE
 for _i, _k in enumerate(TABLE):
     for _t in _k.triggers:
