@@ -17,6 +17,7 @@ from pathlib import Path
 
 import apsw
 
+from bench.common import label
 from session_recall.indexer.ingest import fts_body
 from session_recall.migrations import create_fts
 
@@ -93,6 +94,17 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
                                                        "queries summed"]
     assert all(float(r.split(" | ")[c].split()[0].rstrip("x")) > 0 for r in floor_rows for c in (1, 2)
                if shutil.which("rg") or not r.startswith("| ripgrep"))
+
+    # ...and what the tail's design changes could buy: a row per query of the mix, one per question for the
+    # pruning, and the walk never more than the ranked statement that makes it (but where nothing matches)
+    tail = subprocess.run([sys.executable, "-m", "bench.tail_probe", str(out), "--reps", "1", *where],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert tail.returncode == 0, tail.stderr[-3000:]
+    every, pruning, _windows = (
+        [line.strip("| ").split(" | ") for line in table.splitlines()[2:]] for table in tail.stdout.split("\n\n"))
+    assert [r[0] for r in every] == [label(q) for q in data["queries"]]
+    assert [r[0] for r in pruning] == [label(q) for q in data["queries"] if not q["query"]] != []
+    assert all(int(r[1].replace(",", "")) >= 0 and float(r[2]) >= 0 and float(r[3]) >= 0 for r in every)
 
     # ...and the A/B of the query engine against a commit's: the same answers (it asserts that), one row
     # per query of the mix and per extra term, then the slowest, ripgrep's time over it, the median and
