@@ -200,6 +200,7 @@ _CLI_WORDS = [
     ("Pass the cwd of", "Pass --cwd with"),
     ("or with the cwd of one of them", "or with --cwd naming one of them"),
     ("(the user can list the indexed projects with `recall projects`)", "(`recall projects` lists them)"),
+    ("Tell the user: add the folder of their session logs", "Add the folder of your session logs"),
     ("This is not an anchor_id from a recall result; pass a passage's anchor_id.",
      "This is not a passage's anchor; give the number of a passage of the last search (`recall more 2`) "
      "or an anchor it printed with --json."),

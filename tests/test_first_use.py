@@ -98,3 +98,12 @@ def test_a_finished_first_build_leaves_no_gap_though_a_log_is_empty(tmp_path, en
     for env_ in seen:
         assert env_.status == "ok" and env_.results, env_.hint
         assert "first_use" not in env_.gaps, env_.gaps
+
+
+def test_the_command_line_speaks_to_its_user_when_nothing_is_found(tmp_path, env, recall_cmd):
+    """The empty-index hint asks a model to tell the user; on the command line
+    the reader is the user, so it says what to do directly."""
+    done = subprocess.run([*recall_cmd, "--db", str(tmp_path / "fresh.db"), "search", "checkout"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert "Add the folder of your session logs" in done.stderr and "Tell the user" not in done.stderr, done.stderr
