@@ -259,7 +259,8 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         _echo("no sources yet: `recall index` finds the harness folders, `recall sources add PATH` adds one")
     for s in listed:
         note = ", in the config" if s["configured"] else ""
-        _echo(f"{s['kind']:<12} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at'] or 'never'}{note}")
+        _echo(f"{s['kind']:<12} {s['path']}  {_n(s['files'], 'file')}, "
+              f"last indexed {s['last_indexed_at'] or 'never'}{note}")
 
 
 @sources.command("add")
@@ -324,12 +325,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         _dump(st)
         return
-    _echo(f"{st['db']}: {st['sessions']} sessions, {st['messages']} messages "
+    _echo(f"{st['db']}: {_n(st['sessions'], 'session')}, {_n(st['messages'], 'message')} "
                f"({st['streaming']} still streaming), {st['db_bytes'] / 1e6:.2f} MB")
     _echo(f"schema {st['schema_version']}, tokenizer {st['tokenizer_version']}, "
                f"redactor {st['redactor_version']}" + (" (stale: the next index rebuilds)" if st["stale"] else ""))
     for s in st["sources"]:
-        _echo(f"  {s['kind']:<10} {s['path']}  {s['files']} files, last indexed {s['last_indexed_at']}")
+        _echo(f"  {s['kind']:<10} {s['path']}  {_n(s['files'], 'file')}, last indexed {s['last_indexed_at'] or 'never'}")
     if st["skipped"]:
         _echo("skipped: " + ", ".join(f"{k} {v}" for k, v in st["skipped"].items()))
     if st["wipe_pending"]:

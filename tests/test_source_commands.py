@@ -178,3 +178,17 @@ def test_watch_takes_an_opencode_database_created_after_it_started(tmp_path, rec
 
     poll_until(quokka, 20, "a later write to the database mirrored")
     app.close()
+
+
+def test_status_and_sources_count_in_words_and_say_never(tmp_path, recall, canonical):
+    """A source added but not yet indexed reads "never" (not "None"), and a
+    count of one reads in the singular: "1 file", "1 session, 1 message"."""
+    logs = tmp_path / "logs"
+    write_session(logs, canonical, "s1", "/home/ada/shop", "quux")
+    assert recall("sources", "add", logs).returncode == 0
+    status = recall("status")
+    assert "0 files, last indexed never" in status.stdout and "None" not in status.stdout, status.stdout
+    assert recall("index", logs).returncode == 0
+    status, listed = recall("status"), recall("sources")
+    assert ": 1 session, 1 message (" in status.stdout, status.stdout
+    assert "  1 file, last indexed" in status.stdout and "  1 file, last indexed" in listed.stdout, listed.stdout
