@@ -115,7 +115,7 @@ def _print_report(r, *, prefix: str = "") -> None:
     )
     if d["wiped"] or d["vacuumed"]:
         _echo(
-            f"{prefix}wiped {d['wiped']} forgotten messages in {d['wipe_s']:.2f}s (FTS5 merged, freed pages "
+            f"wiped {_n(d['wiped'], 'forgotten message')} in {d['wipe_s']:.2f}s (FTS5 merged, freed pages "
             f"zeroed{', file vacuumed' if d['vacuumed'] else ''}, WAL truncated)"
             + (" - not finished: a reader held an old snapshot; the next pass wipes" if d["wipe_pending"] else "")
         )
@@ -259,7 +259,8 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         _echo("no sources yet: `recall index` finds the harness folders, `recall sources add PATH` adds one")
     for s in listed:
         note = ", in the config" if s["configured"] else ""
-        _echo(f"{s['kind']:<12} {s['path']}  {_n(s['files'], 'file')}, "
+        gone = f" ({s['missing_files']} deleted, their sessions kept)" if s["missing_files"] else ""
+        _echo(f"{s['kind']:<12} {s['path']}  {_n(s['files'], 'file')}{gone}, "
               f"last indexed {s['last_indexed_at'] or 'never'}{note}")
 
 

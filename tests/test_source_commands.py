@@ -192,3 +192,17 @@ def test_status_and_sources_count_in_words_and_say_never(tmp_path, recall, canon
     status, listed = recall("status"), recall("sources")
     assert ": 1 session, 1 message (" in status.stdout, status.stdout
     assert "  1 file, last indexed" in status.stdout and "  1 file, last indexed" in listed.stdout, listed.stdout
+
+
+def test_sources_says_which_logs_were_deleted_and_prune_says_what_it_wiped(tmp_path, recall, canonical):
+    logs = tmp_path / "logs"
+    write_session(logs, canonical, "s1", "/home/ada/shop", "quux")
+    write_session(logs, canonical, "s2", "/home/ada/shop", "quuz")
+    assert recall("index", logs).returncode == 0
+    (logs / "s1.jsonl").unlink()
+    assert recall("index", logs).returncode == 0
+    listed = recall("sources")
+    assert "2 files (1 deleted, their sessions kept), last indexed" in listed.stdout, listed.stdout
+    pruned = recall("index", "--prune", logs)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "\nwiped 1 forgotten message in " in pruned.stdout, pruned.stdout
