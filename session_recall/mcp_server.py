@@ -362,6 +362,12 @@ class RecallServer:
         env = await self._run(self.index.recall_more, anchor, cwd=_blank_to_none(cwd),
                               all_projects=all_projects, caller_session=self._caller(ctx),
                               confirm=self._confirm(decision), caller_cwd=self.cwd)
+        if (env.status == "unknown_anchor" and not all_projects and Index.is_anchor(anchor)
+                and self.index.settings.all_projects != "deny"):
+            # The model may have dropped the scope of the recall that found the
+            # passage. Said of every unknown anchor alike (one out of scope and
+            # one that does not exist read the same), so it probes nothing.
+            env.hint += " If the recall that found it passed all_projects or a cwd, pass the same."
         return self._explain(env, decision)
 
 

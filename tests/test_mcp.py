@@ -147,8 +147,10 @@ def test_recall_finds_chinese_and_english_and_recall_more_widens(server):
             assert more.status == "ok" and len(more.results) == 1
             assert more.results[0].passage.anchor_id == anchor
             assert any(m.is_anchor for m in more.results[0].passage.messages)
-            # outside the scope, an anchor reads like an unknown one
-            assert (await call(s, "recall_more", {"anchor": anchor})).status == "unknown_anchor"
+            # outside the scope, an anchor reads like an unknown one; the hint says what to try
+            # first (a model that forgot the recall's all_projects), whichever it is
+            lost = await call(s, "recall_more", {"anchor": anchor})
+            assert lost.status == "unknown_anchor" and "passed all_projects or a cwd" in lost.hint, lost.hint
             assert (await call(s, "recall_more", {"anchor": "not-an-anchor"})).status == "unknown_anchor"
 
     anyio.run(main)
@@ -213,6 +215,9 @@ def test_all_projects_denied_by_policy(server):
             assert (await call(s, "recall", {"query": "字体", "cwd": "/home/ada/resume"})).status == "ok"
             anchor = (await call(s, "recall", {"query": "字体", "cwd": "/home/ada/resume"})).results[0].passage.anchor_id
             assert (await call(s, "recall_more", {"anchor": anchor, "all_projects": True})).status == "denied"
+            # without it, unknown here, and no advice to ask for what the policy denies
+            lost = await call(s, "recall_more", {"anchor": anchor})
+            assert lost.status == "unknown_anchor" and "all_projects" not in lost.hint, lost.hint
 
     anyio.run(main)
 
