@@ -31,6 +31,7 @@ from pathlib import Path
 
 import apsw
 import orjson
+import pytest
 
 from session_recall import Index
 from session_recall.text.redact import render
@@ -56,6 +57,7 @@ WATCH_KILL_WITHIN_S = 0.6
 INDEXER = """
 import sys
 import orjson
+import pytest
 from session_recall.indexer.sync import Syncer
 from session_recall.store import Store
 
@@ -408,3 +410,69 @@ def test_kill_9_of_the_watcher_while_logs_grow_loses_and_duplicates_nothing(tmp_
     assert_same(resumed, fresh)
     print(f"seed {SEED + 1}: {killed} watchers killed while {total / 1e6:.1f} MB were appended to "
           f"{len(corpus)} logs; {sum(resumed['messages'].values())} messages, 0 lost, 0 duplicated")
+
+
+# An indexer whose pass reads through the parsing worker (pipeline.py), even
+# for a small corpus, and stops after its first committed batch, as a killed
+# indexer would be stopped anywhere.
+WORKER_INDEXER = """
+import sys, time
+from session_recall.indexer import pipeline
+from session_recall.indexer.sync import Syncer
+from session_recall.store import Store
+
+pipeline.WORKER_MIN_BYTES = 0
+pipeline.RANGE_BYTES = pipeline.LOOKAHEAD_BYTES = 4096
+
+def committed(*_):
+    print("batch", flush=True)
+    time.sleep(60)
+
+Syncer(Store(sys.argv[1]), batch_lines=10, progress=committed).run([sys.argv[2]])
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; reaping it is its new parent's business
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_kill_9_of_an_indexer_leaves_no_parsing_worker_behind(tmp_path, spawn, wait_until, canonical):
+    """The worker process of a large pass holds both ends of its own pipes, so
+    a parent killed with SIGKILL never closes them for it: it used to wait for
+    a task (or to hand back a range) forever, tens of MB each, one more per
+    crash of `recall index` or `recall watch`. It exits once its parent is gone."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for n in range(3):
+        log = canonical(f"w{n}", cwd="/home/ada/worker")
+        (logs / f"w{n}.jsonl").write_bytes(log.session() + b"".join(
+            log.message(f"m{i}", f"worker line {i} of log {n} " + "padding " * 20) for i in range(300)))
+    proc = spawn([sys.executable, "-c", WORKER_INDEXER, tmp_path / "recall.db", logs], name="indexer")
+    proc.wait_for("batch", stream="stdout", timeout=30)
+    children = wait_until(lambda: _children(proc.pid), 10, "the indexer's worker processes")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    try:
+        wait_until(lambda: not any(_running(c) for c in children), 5, "the orphaned worker processes to exit")
+    finally:
+        for c in children:
+            if _running(c):
+                os.kill(c, signal.SIGKILL)

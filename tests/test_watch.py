@@ -235,3 +235,40 @@ def test_each_synced_batch_says_how_many_files_it_read(watcher, src, canonical):
     assert line.startswith("synced 1 file (1 read, "), line
     assert "1 message added" in line, line
     watcher.stop(signal.SIGTERM)
+
+
+def test_a_symlinked_folder_or_log_in_a_source_is_mirrored_as_it_changes(spawn, wait_until, recall_cmd, db_path,
+                                                                          tmp_path, canonical):
+    """A project folder (or one log) that is a symlink to another disk: inotify
+    reports writes only in the folder that really holds the file, so the
+    watcher watches the link's target too, and an append there, or a new log
+    in it, is searchable within the deadline, not at the next periodic
+    reconcile (minutes later)."""
+    src, elsewhere = tmp_path / "src", tmp_path / "elsewhere"
+    (elsewhere / "proj").mkdir(parents=True)
+    (elsewhere / "loose").mkdir()
+    src.mkdir()
+    (src / "proj").symlink_to(elsewhere / "proj", target_is_directory=True)
+    proj = canonical("linked-1", cwd="/home/ada/proj")
+    log = elsewhere / "proj" / "2026-12-01-linked.jsonl"
+    log.write_bytes(proj.session("Linked") + proj.message("u1", "first words about the medlar tree"))
+    loose = canonical("linked-2", cwd="/home/ada/loose")
+    loose_log = elsewhere / "loose" / "2026-12-01-loose.jsonl"
+    loose_log.write_bytes(loose.session("Loose") + loose.message("u1", "a log linked alone, about sorrel"))
+    (src / "2026-12-01-loose.jsonl").symlink_to(loose_log)
+    proc = spawn([*recall_cmd, "--db", db_path, "watch", src], name="watch")
+    proc.wait_for("watching")
+    watch = Watch(proc, wait_until)
+    with Index.open(db_path) as reader:
+        watch.until(lambda: hits(reader, "medlar") and hits(reader, "sorrel"), "the initial reconcile")
+        append(log, proj.message("u2", "an append behind the link: quandong"))
+        watch.until(lambda: hits(reader, "quandong"), "an append to a log in a symlinked folder")
+        other = canonical("linked-3", cwd="/home/ada/proj")
+        (elsewhere / "proj" / "2026-12-02-new.jsonl").write_bytes(
+            other.session("New") + other.message("u1", "a new log behind the link: jaboticaba"))
+        watch.until(lambda: hits(reader, "jaboticaba"), "a new log in a symlinked folder")
+        append(loose_log, loose.message("u2", "an append to a linked log: bilberry"))
+        watch.until(lambda: hits(reader, "bilberry"), "an append to a symlinked log")
+        assert hits(reader, "quandong") == [("linked-1", "u2")]
+        assert reader.status()["messages"] == 5
+    watch.stop(signal.SIGTERM)

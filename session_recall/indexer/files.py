@@ -134,12 +134,15 @@ def is_zst(path: str) -> bool:
     return path.endswith(".zst")
 
 
-def discover(root: str, problems: Counter[str]) -> list[str]:
+def discover(root: str, problems: Counter[str], links: list[tuple[str, str]] | None = None) -> list[str]:
     """Every log file under root (or root itself), as absolute paths, sorted.
 
     Symlinked folders are followed once (a loop is counted, not followed); an
     unreadable folder is counted and passed over; where both `x.jsonl` and
-    `x.jsonl.zst` exist the plain file wins, being the one still written to."""
+    `x.jsonl.zst` exist the plain file wins, being the one still written to.
+    Given `links`, each symlinked folder followed and each symlinked log is
+    added to it as (its path through the link, its real path): the watcher
+    watches those too (inotify sees a write only where the file really is)."""
     root_path = Path(root).expanduser().absolute()
     if root_path.is_file():
         return [str(root_path)]  # a file named explicitly is read whatever its name
@@ -162,6 +165,11 @@ def discover(root: str, problems: Counter[str]) -> list[str]:
             continue
         seen_dirs.add((st.st_dev, st.st_ino))
         dirnames.sort()
+        if links is not None:
+            for name in dirnames:
+                full = os.path.join(dirpath, name)
+                if os.path.islink(full):
+                    links.append((full, os.path.realpath(full)))
         names = set(filenames)
         for name in sorted(filenames):
             if not is_log(name):
@@ -176,6 +184,8 @@ def discover(root: str, problems: Counter[str]) -> list[str]:
             except OSError:
                 problems["unreadable_file"] += 1
                 continue
+            if links is not None and os.path.islink(full):
+                links.append((full, os.path.realpath(full)))
             found.append(full)
     return found
 

@@ -16,6 +16,8 @@ import logging
 import multiprocessing
 import os
 import re
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -301,5 +303,23 @@ RANGE_BYTES = 8 << 20
 LOOKAHEAD_BYTES = RANGE_BYTES
 
 
+# How often the worker looks whether the process that started it is alive.
+PARENT_POLL_S = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In the worker: exit once the process that started it is gone. A parent
+    killed with SIGKILL closes nothing for it, and the worker holds both ends
+    of its own pipes, so it would wait for its next task, or to hand back a
+    range, forever (tens of MB, one more per crash of an indexer)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def worker_pool() -> cf.ProcessPoolExecutor:
-    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return cf.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=_exit_with_parent, initargs=(os.getpid(),))

@@ -126,6 +126,9 @@ class Syncer:
         self.stop_requested = False
         self._group: Group | None = None  # the open Store.group() of a pass
         self.parallel = True  # a worker process for large passes (pipeline.py)
+        # Symlinked folders and logs met in the sources listed by this pass,
+        # as (path through the link, real path): the watcher watches them.
+        self.links: list[tuple[str, str]] = []
 
     # --- entry points -----------------------------------------------------------
 
@@ -162,7 +165,9 @@ class Syncer:
             with self._grouped():
                 for path in paths:
                     real = os.path.realpath(path)
-                    src = self._source_of(real)
+                    # A log behind a symlinked folder is under its source by the
+                    # path through the link, and recorded by its real path.
+                    src = self._source_of(os.path.abspath(path)) or self._source_of(real)
                     if src is None:
                         continue
                     source_id, _source_path, source_kind = src
@@ -277,7 +282,7 @@ class Syncer:
 
     def _sync_source(self, source_id: int, source_path: str, kind: str, *, prune: bool) -> None:
         problems: Counter[str] = Counter()
-        found = F.discover(source_path, problems)
+        found = F.discover(source_path, problems, self.links)
         known = {
             row[0]: row
             for row in self.conn.execute(

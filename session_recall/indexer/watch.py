@@ -6,7 +6,9 @@ debounce and syncs just those files. The debounce waits from the first event,
 not the last, so a log that is written to continuously is still synced every
 `debounce` seconds. Moves and deletions trigger a reconcile of their source,
 which is where renames are recognised. A periodic reconcile covers events the
-OS dropped. Stopping (SIGINT/SIGTERM, or `stop()`) takes effect between batches.
+OS dropped. The target of a symlinked folder or log in a source is watched
+too (its events named by the path through the link). Stopping (SIGINT/SIGTERM,
+or `stop()`) takes effect between batches.
 
 Sources that come while it watches are added without a restart: a folder
 handed over by `recall index PATH` (which cannot write while the watcher holds
@@ -99,8 +101,12 @@ def take_handed(db: str | os.PathLike[str]) -> list[tuple[str, str]]:
 
 
 class _Enqueue(FileSystemEventHandler):
-    def __init__(self, watcher: Watcher):
+    def __init__(self, watcher: Watcher, alias: tuple[str, str] | None = None):
         self.watcher = watcher
+        # (real, link): this handler watches the target of a symlinked folder
+        # or log of a source; its events are named by the path through the
+        # link (under the source), and events beside a linked log are not its.
+        self.alias = alias
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
@@ -108,6 +114,11 @@ class _Enqueue(FileSystemEventHandler):
         paths = [os.fsdecode(event.src_path)]
         if getattr(event, "dest_path", ""):
             paths.append(os.fsdecode(event.dest_path))
+        if self.alias is not None:
+            real, link = self.alias
+            paths = [link + p[len(real):] for p in paths if p == real or p.startswith(real + "/")]
+            if not paths:
+                return
         # A database in WAL mode is written through its `-wal` file.
         paths = [p.removesuffix("-wal") for p in paths]
         # A folder's "modified" comes with every write closed in it: only folders
@@ -130,6 +141,7 @@ class Watcher:
         self.on_source = on_source
         self.extra: list[tuple[str, str]] = []  # sources added while watching explicit paths
         self._scheduled: set[str] = set()
+        self._linked: set[tuple[str, str]] = set()  # (link, real) watched through _watch_link
         self._observer: BaseObserver | None = None
         self._next_discover = 0.0
         self.limits = limits
@@ -169,6 +181,8 @@ class Watcher:
             return
         try:
             report = fn(self._syncer)
+            for link, real in self._syncer.links:
+                self._watch_link(link, real)
         except (apsw.FullError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError):
             raise
         except Exception:
@@ -188,6 +202,21 @@ class Watcher:
         self._observer.schedule(_Enqueue(self), target, recursive=True)
         self._scheduled.add(target)
         return True
+
+    def _watch_link(self, link: str, real: str) -> None:
+        """Watch the target of a symlinked folder (or log) of a source:
+        inotify reports a write only in the folder that holds the file, not
+        through a link to it (watchdog does not follow links by default, and
+        following them everywhere would walk into loops)."""
+        if (link, real) in self._linked or self._observer is None:
+            return
+        folder = os.path.isdir(real)
+        target = real if folder else os.path.dirname(real)
+        if not os.path.isdir(target):
+            return
+        with contextlib.suppress(OSError):  # gone, or not ours to watch: the periodic reconcile covers it
+            self._observer.schedule(_Enqueue(self, (real, link)), target, recursive=folder)
+            self._linked.add((link, real))
 
     def _reconcile_all(self, s: Syncer) -> SyncReport:
         report = s.run(self.paths, self.kind)
