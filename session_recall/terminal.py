@@ -160,7 +160,8 @@ def passage_block(n: int | None, r, terms: list[str], style: Style, *, full: boo
     project), then each message under its time and role, continuation lines
     indented under the text; the anchor marked `>`. `whole`: every line of
     each message (recall more), else a few around the hit."""
-    sid = r.session_id[:8] if len(r.session_id) > 12 else r.session_id
+    # (an id that held a secret is `redacted-` and a hash: its hash tells it apart)
+    sid = r.session_id[: 8 + 9 * r.session_id.startswith("redacted-")] if len(r.session_id) > 12 else r.session_id
     head = [style.number(f"[{n}]")] if n is not None else []
     head += [style.bold(visible(r.title or "(untitled)")), style.dim(visible(sid)), style.dim(visible(r.cwd))]
     if r.partial:

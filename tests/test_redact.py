@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 
 import pytest
 from hypothesis import assume, given, settings
@@ -288,6 +289,40 @@ def test_attachment_names_and_ids_holding_a_secret_are_redacted_at_ingest():
     assert token not in prep.attachments and "A1b2C3d4" not in prep.body
     assert re.fullmatch(r"redacted-[0-9a-f]{16}", stored["id"]) and prep.secrets == 2
     assert re.fullmatch(r"^[A-Za-z0-9_-]{1,128}$", stored["id"])
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.from_regex(R._PLAIN_ID, fullmatch=True), st.from_regex(R._PLAIN_TS, fullmatch=True))
+def test_the_ids_and_times_kept_without_the_table_hold_no_secret(plain_id: str, ts: str):
+    """Redactor.redact_key and holds_secret keep a lower-case hex id and an
+    ISO 8601 time without running the table: no kind can match one. The
+    only triggers written in those letters are heads of upper-case kinds
+    (`ACCA`, `EAAA`, 21 `A`s), which match no lower-case text."""
+    assert R._spans(plain_id) == [] and R._spans(ts) == []
+    # (every way a trigger can sit in such an id: after one letter, a hex
+    # digit or a group's dash, before a digit, a dash or a block number)
+    heads, tails = ["", "a", "a-", "a_", "a0", "0", "a0-", "0-", "a-0", "a_0", "0-0"], ["", "0", "-0", "#0", ":0", "0-0"]
+    in_ids = {t for t in R._TRIGGERS if t != "\n" and any(R._PLAIN_ID.fullmatch(h + t + e) for h in heads for e in tails)}
+    assert in_ids == {"acca", "eaaa", "a" * 21}
+    assert not [t for t in R._TRIGGERS if set(t) <= set("0123456789-tz:.+ ")]  # (a time, lowered)
+    for t in in_ids:
+        for i in R._TRIGGERS[t]:
+            assert not R.TABLE[i].pattern.flags & re.IGNORECASE, R.TABLE[i].name
+            assert t.upper() in R.TABLE[i].pattern.pattern.replace("A{21}", "A" * 21), R.TABLE[i].name
+
+
+def test_ids_holding_a_secret_are_stored_as_their_keyed_hash():
+    r = R.Redactor(KEY)
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    assert r.redact_key(token) == r.redact_key(token) != R.Redactor(b"other" * 8).redact_key(token)
+    assert re.fullmatch(r"redacted-[0-9a-f]{16}", r.redact_key(token))
+    assert r.redact_key(token + "#2") == r.redact_key(token) + "#2"  # (a Claude Code block's id)
+    for plain in ("3f1c2d4e-0b9a-4e5f-8a7b-1c2d3e4f5a6b", "3f1c2d4e-0b9a#12", "u-cbc9e4b96b55ff8f90f2", "m12", "t3",
+                  "msg_a1b2#prt_c3", "turn-a", "cc-0001"):
+        assert r.redact_key(plain) == plain
+    assert r.redact_key("sk-0123456789abcdef01") != "sk-0123456789abcdef01"  # (two letters: a key's head)
+    assert r.holds_secret(f"2026-11-20T09:00:00Z {token}") and not r.holds_secret("2026-11-20T09:00:00.123+01:00")
+    assert r.holds_secret(f"image/png; token={token}") and not r.holds_secret("image/png")
 
 
 # --- the held tail of a stream ----------------------------------------------------

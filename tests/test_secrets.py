@@ -427,3 +427,85 @@ def test_shapes_from_outside_the_table_stay_out_of_the_database_and_the_mcp_answ
     assert joined.count("ferrule") > len(OUTSIDE) and "[redacted:" in joined
     assert not outside_leaks(joined.encode())
     assert not outside_leaks(json.loads(json.dumps(joined)).encode())
+
+
+ID_SECRETS = {"session": "ghp_Qm4Zt8Xw2Nc6Vb9Lk3Hj7Gf5Ds1Ap0Ry4Eu8", "message": "sk-ant-api03-Wn5Zs4Yb7Rq9fVxT2Lm8Kp3",
+              "turn": "sk-proj-Tq2Lm8Wn5Zs4Yb7Rq9fVxK", "ts": "xoxb-2048-17761-Zs4Yb7Rq9fVxT2",
+              "mime": "glpat-Lm8Kp3Wn7Zs4Yb7Rq9fV"}
+
+
+def _id_logs(logs: Path, cwd: Path, canonical) -> None:
+    s = ID_SECRETS
+    log = canonical(s["session"], cwd=str(cwd))
+    write(logs / "ids-a.jsonl", log.session(title="ids"),
+          log.delta(s["message"], "kestrel streamed ", turn_id=s["turn"]),
+          log.delta(s["message"], "in parts", turn_id=s["turn"]),
+          log.message(s["message"], "kestrel settled whole", role="assistant", turn_id=s["turn"]),
+          log.message("m2", "kestrel at a strange time", turn_id=s["turn"], ts=f"2026-11-20T10:00:09Z {s['ts']}"),
+          log.message("m3", "kestrel with a file", turn_id=s["turn"],
+                      attachments=[{"id": "a1", "name": "notes.txt", "mime_type": f"text/plain; key={s['mime']}",
+                                    "bytes": 3}]))
+    # the same session, read from a second log: still one session
+    write(logs / "ids-b.jsonl", log.session(), log.message("m4", "kestrel again", turn_id="t2"))
+
+
+def test_ids_times_and_media_types_holding_a_secret_are_not_stored_or_shown(tmp_path, canonical, run_recall):
+    """Contract section 6: every stored field that is shown. A session id, a
+    message id and a turn id holding a secret are stored as their keyed hash
+    (`redacted-` and 16 hex digits, the same at every read, so the session and
+    the streamed message stay one); a timestamp holding one is no time; a
+    media type holding one is the default. The rows of the index and every
+    output of `recall search`, `show` and `more` hold no piece of them."""
+    proj, logs, db = tmp_path / "proj", tmp_path / "logs", tmp_path / "recall.db"
+    proj.mkdir()
+    logs.mkdir()
+    _id_logs(logs, proj, canonical)
+    done = run_recall("--db", db, "index", "--kind", "canonical", logs)
+    assert done.returncode == 0, done.stderr
+    with Index.open(db) as ix:
+        rows = [repr(r) for table in ("sessions", "messages", "leaf_titles")
+                for r in ix.store.conn.execute(f"SELECT * FROM {table}")]
+        sessions = list(ix.store.conn.execute("SELECT session_id FROM sessions"))
+        texts = sorted(t for (t,) in ix.store.conn.execute("SELECT text FROM messages"))
+    assert len(sessions) == 1 and sessions[0][0].startswith("redacted-")
+    assert texts == ["kestrel again", "kestrel at a strange time", "kestrel settled whole", "kestrel with a file"]
+    outs = ["\n".join(rows)]
+    found_env = json.loads(run_recall("--db", db, "search", "kestrel", "--cwd", proj, "--json").stdout)
+    sid = found_env["results"][0]["session_id"]
+    for args in (["search", "kestrel", "--cwd", proj], ["show", sid, "--cwd", proj],
+                 ["show", sid, "--cwd", proj, "--format", "json"], ["more", "1"],
+                 ["more", found_env["results"][0]["passage"]["anchor_id"], "--json", "--cwd", proj]):
+        done = run_recall("--db", db, *args)
+        assert done.returncode == 0, (args, done.stderr)
+        outs.append(done.stdout + done.stderr)
+    outs.append(json.dumps(found_env))
+    joined = "\n".join(outs)
+    assert "kestrel" in joined and sid[:17] in outs[1]  # the short id tells a redacted id by its hash
+    for secret in ID_SECRETS.values():
+        assert not any(p in joined for p in pieces(secret.split("-", 1)[-1].split("_", 1)[-1])), secret
+
+
+def test_an_index_built_by_redactor_version_2_is_rebuilt_without_secrets_in_its_ids(tmp_path, canonical):
+    """Version 2 stored ids as written. A rebuild maps them as the writer
+    does now: a log still there is read again into the same session, and the
+    messages of a log that is gone keep theirs, mapped in place."""
+    proj, logs, db = tmp_path / "proj", tmp_path / "logs", tmp_path / "recall.db"
+    proj.mkdir()
+    logs.mkdir()
+    _id_logs(logs, proj, canonical)
+    with Index.open(db) as ix:
+        ix.sync([str(logs)], kind="canonical")
+        conn = ix.store.conn
+        with ix.store.writer():  # what version 2 stored: the ids as written
+            conn.execute("UPDATE sessions SET session_id = ?", (ID_SECRETS["session"],))
+            conn.execute("UPDATE messages SET message_id = ? WHERE text LIKE '%settled%'", (ID_SECRETS["message"],))
+            conn.execute("UPDATE messages SET turn_id = ? WHERE turn_id LIKE 'redacted-%'", (ID_SECRETS["turn"],))
+            conn.execute("UPDATE meta SET value = '2' WHERE key = 'redactor_version'")
+        (logs / "ids-b.jsonl").unlink()  # its message survives in the index alone
+        assert ix.sync([str(logs)], kind="canonical").rebuilt is True
+        rows = "\n".join(repr(r) for table in ("sessions", "messages")
+                         for r in conn.execute(f"SELECT * FROM {table}"))
+        assert [n for (n,) in conn.execute("SELECT n_messages FROM sessions")] == [4]
+        assert len(found(ix, "kestrel")) == 4
+    for secret in ID_SECRETS.values():
+        assert secret not in rows, secret

@@ -65,6 +65,8 @@ def prepare(ev: MessageEvent, redactor: Redactor) -> Prepared:
             d = a.model_dump()
             d["name"], k = redactor.redact(a.name)
             d["id"], j = redactor.redact_id(a.id)
+            if redactor.holds_secret(a.mime_type):  # a media type is no place for one: the default
+                d["mime_type"], j = "application/octet-stream", j + 1
             n += k + j
             names.append(d["name"])
             items.append(d)
@@ -141,6 +143,9 @@ class Writer:
         if row is not None:
             return row
         raw = (source, cwd, session_id)
+        # An id is shown: one that holds a secret is stored as its keyed hash
+        # (the same for every read of it; Redactor.redact_key).
+        session_id = self.redactor.redact_key(session_id)
         # The cwd is normalised here, once (lexically, never through symlinks):
         # the gates compare it as stored (session_recall/paths.py). Normalising
         # a normalised cwd changes nothing, so the two keys can share the cache.
@@ -204,10 +209,22 @@ class Writer:
         t[0] += messages
         t[1] += tokens
 
+    def _ids(self, ev: MessageEvent) -> MessageEvent:
+        """The event with its message and turn ids stored as they are shown
+        (Redactor.redact_key), and a timestamp that holds a secret dropped (it
+        is no time: the message is outside every time range)."""
+        mid, tid = self.redactor.redact_key(ev.message_id), self.redactor.redact_key(ev.turn_id)
+        ts = "" if self.redactor.holds_secret(ev.ts) else ev.ts
+        if (mid, tid, ts) == (ev.message_id, ev.turn_id, ev.ts):
+            return ev
+        self.counts["secrets_redacted"] += (mid != ev.message_id) + (tid != ev.turn_id) + (ts != ev.ts)
+        return ev.model_copy(update={"message_id": mid, "turn_id": tid, "ts": ts})
+
     def _apply(self, source: str, file_id: int, events) -> None:
+        key = self.redactor.redact_key
         for ev in events:
             if isinstance(ev, MessageEvent):
-                self._message(source, file_id, ev)
+                self._message(source, file_id, self._ids(ev))
             elif isinstance(ev, SessionEvent):
                 row = self.session_row(source, ev.cwd, ev.session_id, ev.started_at)
                 # The earliest start wins: a session whose sub-agent file is
@@ -220,11 +237,11 @@ class Writer:
             elif isinstance(ev, TitleEvent):
                 self._title(self.session_row(source, ev.cwd, ev.session_id), ev.title, ev.rank)
             elif isinstance(ev, LeafTitleEvent):
-                self._leaf_title(source, file_id, ev)
+                self._leaf_title(source, file_id, ev.model_copy(update={"leaf": key(ev.leaf)}))
             elif isinstance(ev, ForgetEvent):
-                self._forget(source, file_id, ev)
+                self._forget(source, file_id, ev.model_copy(update={"message_ids": [key(m) for m in ev.message_ids]}))
             elif isinstance(ev, KeepEvent):
-                self._keep(source, file_id, ev)
+                self._keep(source, file_id, ev.model_copy(update={"message_ids": [key(m) for m in ev.message_ids]}))
 
     def _keep(self, source: str, file_id: int, ev: KeepEvent) -> None:
         """Of this log's messages in the session, only `message_ids` remain."""

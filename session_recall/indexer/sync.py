@@ -724,7 +724,8 @@ class Syncer:
         gone (harnesses delete old transcripts; the index is where they survive)
         are projected again (what a newer projection drops from text already
         projected: terminal escapes), re-redacted and re-tokenized from their
-        stored text, and so are titles and attachment ids."""
+        stored text, and so are titles, attachment ids and the session,
+        message and turn ids."""
         with self.store.atomic():
             # A file deleted since the last pass is not yet marked missing; its
             # messages must survive like those of any deleted file, not be
@@ -748,7 +749,18 @@ class Syncer:
             self.conn.execute(
                 "UPDATE files SET offset = 0, state = NULL, prefix_hash = NULL, size = -1, mtime_ns = -1 WHERE missing = 0"
             )
-            for rowid, text, atts in list(self.conn.execute("SELECT id, text, attachments FROM messages")):
+            # Ids are shown: one holding a secret becomes its keyed hash, as the
+            # writer stores it (the logs read again map theirs the same way).
+            key = self.redactor.redact_key
+            for rowid, sid in list(self.conn.execute("SELECT id, session_id FROM sessions")):
+                if key(sid) != sid:
+                    self.conn.execute("UPDATE OR IGNORE sessions SET session_id = ? WHERE id = ?", (key(sid), rowid))
+            for source, leaf in list(self.conn.execute("SELECT source, leaf FROM leaf_titles")):
+                if key(leaf) != leaf:
+                    self.conn.execute("UPDATE OR IGNORE leaf_titles SET leaf = ? WHERE source = ? AND leaf = ?",
+                                      (key(leaf), source, leaf))
+            for rowid, text, atts, mid, tid, ts in list(self.conn.execute(
+                    "SELECT id, text, attachments, message_id, turn_id, ts FROM messages")):
                 text, _ = self.redactor.redact(strip_escapes(text), keep_placeholders=True)
                 names = []
                 if atts:
@@ -756,11 +768,16 @@ class Syncer:
                     for a in items:
                         a["name"], _ = self.redactor.redact(a["name"], keep_placeholders=True)
                         a["id"], _ = self.redactor.redact_id(a["id"])
+                        if self.redactor.holds_secret(a.get("mime_type") or ""):
+                            a["mime_type"] = "application/octet-stream"
                         names.append(a["name"])
                     atts = orjson.dumps(items).decode()
                 body, nfkc, ntok = fts_body(text, names)
-                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ? WHERE id = ?",
-                                  (text, atts, int(nfkc), ntok, rowid))
+                ts = "" if ts and self.redactor.holds_secret(ts) else ts
+                self.conn.execute("UPDATE messages SET text = ?, attachments = ?, nfkc = ?, ntok = ?, turn_id = ?, "
+                                  "ts = ? WHERE id = ?", (text, atts, int(nfkc), ntok, key(tid or ""), ts, rowid))
+                if key(mid) != mid:
+                    self.conn.execute("UPDATE OR IGNORE messages SET message_id = ? WHERE id = ?", (key(mid), rowid))
                 self.conn.execute("INSERT INTO message_fts(rowid, body) VALUES (?, ?)", (rowid, body))
             # Titles too: a session whose file is gone keeps the title it had.
             for sid, title, prompt in list(self.conn.execute(

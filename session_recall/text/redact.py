@@ -589,6 +589,14 @@ def has_trigger(text: str) -> bool:
 _ANY_TRIGGER = re.compile("|".join(re.escape(t) for t in _TRIGGERS if t != "\n"))
 
 
+# Ids and timestamps that cannot hold a secret, kept without running the table
+# (it costs 15 microseconds an id): a uuid or a hash in lower case, after one
+# letter (`m12`, `u-cbc9e4`) and before a block number (`<uuid>#2`).
+_PLAIN_ID = re.compile(r"(?:[a-z][-_]?)?[0-9a-f]{1,128}(?:-[0-9a-f]{1,128}){0,8}(?:[#:][0-9]{1,6})?")
+_PLAIN_TS = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?)?"
+                       r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?")
+
+
 @dataclass
 class Redactor:
     key: bytes
@@ -604,6 +612,33 @@ class Redactor:
         if not n:
             return value, 0
         return "redacted-" + hmac.new(self.key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16], n
+
+    def redact_key(self, value: str) -> str:
+        """A session, message or turn id with each secret in it replaced by
+        `redacted-` and its keyed hash: the same secret always gives the same
+        id, so a session or a message read twice is still one, and the id
+        stays plain text (no placeholder characters). A lower-case hex id
+        (a uuid, a hash, `_PLAIN_ID`) is returned at once: no kind matches one
+        (tests/test_redact.py checks which triggers such an id can hold)."""
+        if _PLAIN_ID.fullmatch(value):
+            return value
+        text = scrub(value)
+        spans = _spans(text)
+        if not spans:
+            return text
+        out: list[str] = []
+        pos = 0
+        for s, e, _ in spans:
+            out += (text[pos:s], "redacted-" + hmac.new(self.key, text[s:e].encode("utf-8", "surrogatepass"),
+                                                        hashlib.sha256).hexdigest()[:16])
+            pos = e
+        out.append(text[pos:])
+        return "".join(out)
+
+    def holds_secret(self, value: str) -> bool:
+        """Whether a short field (a timestamp, a media type) holds a secret;
+        an ISO 8601 timestamp never does (the same check as for ids)."""
+        return _PLAIN_TS.fullmatch(value) is None and bool(_spans(scrub(value)))
 
     def _redact_span(self, text: str) -> tuple[str, int]:
         spans = _spans(text)
