@@ -16,7 +16,7 @@ import click
 import orjson
 
 from . import KINDS, Index, WriterBusy, terminal
-from .config import ConfigError
+from .config import ConfigError, default_db
 from .model import ROLES
 from .terminal import visible
 
@@ -79,6 +79,18 @@ class _Group(click.Group):
                 raise click.ClickException(
                     f"the index database is damaged ({e}). `recall doctor` checks it; `recall doctor --repair` "
                     "moves it aside and rebuilds it from the session logs.") from None
+            except (apsw.ReadOnlyError, apsw.FullError, apsw.IOError, apsw.CantOpenError) as e:
+                db = (ctx.obj or {}).get("db") or default_db()
+                if isinstance(e, apsw.ReadOnlyError):
+                    why = ("cannot be written: the file, its folder or its file system is read-only. Searches "
+                           "still work; to index, make them writable, or give --db a writable path (the index "
+                           "is derived: `recall index` builds it again from the session logs)")
+                else:
+                    why = ("could not be written (a full disk, or a limit on file size?). Nothing of the logs "
+                           "is lost and nothing half-written is kept: each batch commits with its offsets, so "
+                           "what was indexed stays searchable, and `recall index` resumes where this stopped "
+                           "once there is room")
+                raise click.ClickException(f"the index database {db} {why} ({e}).") from None
         except click.ClickException as e:
             e.message = visible(e.message)  # a path or a log's words, on a terminal
             e.exit_code = max(e.exit_code, EXIT_ERROR)  # as grep: 1 is "no match", an error is 2

@@ -498,6 +498,11 @@ def check_database(path: str | os.PathLike[str]) -> list[str]:
                 problems += [f"integrity_check: {r}" for r in rows]
         except apsw.Error as e:
             problems.append(f"integrity_check failed: {e}")
+        if conn.readonly("main"):
+            # A read-only file (or folder, or file system) is not damage, and
+            # FTS5's command cannot run on it; PRAGMA integrity_check above has
+            # run FTS5's own check (its xIntegrity, SQLite 3.44 and later).
+            return problems
         try:
             # Reads the whole FTS5 index and checks it is consistent with
             # itself (a contentless table has no content to compare it with).
