@@ -156,3 +156,62 @@ def test_a_file_name_in_a_question_is_one_keyword_as_well_as_its_words(proj, cor
     monkeypatch.setattr(K, "COMPOUNDS", False)  # the words alone: the other turn holds more of them
     env = ix.recall(query="", question=question, cwd=str(proj))
     assert [r.session_id for r in env.results][:2] == ["apart", "named"]
+
+
+def test_a_one_character_chinese_word_is_a_keyword_of_a_short_question(proj, corpus, monkeypatch):
+    """男的想买什么？ holds one word jieba leaves alone, 买 (keywords.CJK_CHARS):
+    the turn about buying is found, where the question had no keyword at all
+    before; a question with enough longer words drops its lone characters."""
+    import session_recall.query.keywords as K
+
+    corpus.session("buy", proj).message("u1", "我想买一双跑鞋，周末去商场看看。")
+    corpus.session("other", proj).message("u1", "明天下午开会，别忘了带电脑。")
+    ix = corpus.open()
+    assert K.keywords("男的想买什么？") == ["买"]
+    env = ix.recall(query="", question="男的想买什么？", cwd=str(proj))
+    assert env.status == "ok", env.hint
+    assert [r.session_id for r in env.results] == ["buy"]
+    assert env.diagnostics.terms == ["买"]
+    # a function character is never one (去, 看: in every other sentence)
+    assert K.keywords("女的要去哪儿看？") == []
+    # with four words of two or more characters the lone ones go (车 here)
+    assert "车" in K.keywords("他的车怎么了？")
+    assert "车" not in K.keywords("他的车昨天在公司门口被警察拖走了")
+    monkeypatch.setattr(K, "CJK_CHARS", False)
+    assert K.keywords("男的想买什么？") == []
+    assert ix.recall(query="", question="男的想买什么？", cwd=str(proj)).results == []
+
+
+def test_a_long_chinese_word_finds_the_shorter_word_inside_it(proj, corpus, monkeypatch):
+    """飞机票 in the question, 机票 in the conversation (keywords.CJK_SUBWORDS):
+    the dictionary words inside a long word are variants of its group."""
+    import session_recall.query.keywords as K
+
+    corpus.session("gold", proj).message("u1", "听说现在机票打折打得很厉害。")
+    corpus.session("other", proj).message("u1", "火车站离这儿不远。")
+    ix = corpus.open()
+    assert ("飞机票", "飞机", "机票") in K.keyword_groups("飞机票贵不贵？")
+    env = ix.recall(query="", question="飞机票贵不贵？", cwd=str(proj))
+    assert [r.session_id for r in env.results] == ["gold"]
+    monkeypatch.setattr(K, "CJK_SUBWORDS", False)
+    assert ix.recall(query="", question="飞机票贵不贵？", cwd=str(proj)).results == []
+
+
+def test_the_frame_of_a_question_about_a_conversation_is_not_a_keyword(proj, corpus, monkeypatch):
+    """"What does the man mean about the parcel?": `mean` asks how, not what
+    (keywords.STOP_FRAME); a turn that happens to say it must not outrank the
+    one about the parcel."""
+    import session_recall.query.keywords as K
+
+    corpus.session("gold", proj, started_at="2026-11-10T09:00:00Z").message(
+        "u1", "The parcel came wet.")
+    corpus.session("frame", proj, started_at="2026-11-20T09:00:00Z").message(
+        "u1", "I mean, the parcel thing again: we talked about it for an hour and nobody agreed on anything.")
+    for i in range(4):  # parcel is common here, mean is not
+        corpus.session(f"noise{i}", proj).message("u1", f"another parcel for the office downstairs, number {i}")
+    ix = corpus.open()
+    question = "What does the man mean about the parcel?"
+    assert K.keywords(question) == ["parcel"]
+    assert ix.recall(query="", question=question, cwd=str(proj)).results[0].session_id == "gold"
+    monkeypatch.setattr(K, "STOP_FRAME", frozenset())
+    assert ix.recall(query="", question=question, cwd=str(proj)).results[0].session_id == "frame"

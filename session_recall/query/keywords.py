@@ -48,6 +48,40 @@ STOP_ZH = frozenset(
     + """哪种 哪些 哪里 哪儿 哪位 哪家 哪天 哪年 什么样 怎么样 怎样 如何 为何 几个 多久 多长 多少 是否 是什么
     干什么 做什么 啥 根据 关于 下列 哪项 正确 可能 知道 意思 说明 主要""".split()
 )
+# The frame of a question about what was said: words that ask how, not what
+# ("what does the man mean", "what can we infer", "女的对男的态度怎么样", "他们在谈论
+# 什么"). A conversation rarely says them, so each is a rare word that the
+# question shares with turns that happen to hold it, not with the one meant.
+# Kept apart from STOP_EN, which is the ordinary English list the baselines
+# use too. docs/quality.md: +0.4 points of session hit@1 on DREAM's tuning
+# half, +0.1 on C3's, the other sets the same.
+STOP_FRAME = frozenset(
+    """mean means meant imply implies implied infer inferred learn probably probable likely mainly
+    according following mentioned talking opinion attitude suggest suggests suggested conclude topic""".split()
+    + """认为 觉得 下面 发生 谈论 态度 说话 语气 口气 说法 看法 观点 原因 方面 提到 特点 对于 哪句 这件 这家
+    一项 得知 推测 判断 最有""".split()
+)
+# A single CJK character is a keyword of its own (买, 车, 钱, 药: jieba leaves
+# a one-character word alone, and a short Chinese question may have no other:
+# "男的想买什么？" held none before), unless it is a function character below or
+# the question has CJK_CHARS_BELOW or more keywords of two or more characters
+# (a one-character keyword is weak evidence, and a common one fills the
+# question's pool with turns holding it: on the coding set's questions it cost
+# 7 points of session hit@1 without that bound). docs/quality.md: +1.7 points of
+# session hit@1 on C3's tuning half (+2.2 with its answer), CMRC +0.5.
+CJK_CHARS = True
+CJK_CHARS_BELOW = 4
+STOP_ZH_CHAR = frozenset(
+    """呀 哦 嗯 啦 嘛 么 个 些 儿 去 来 做 看 才 再 等 人 好 事 样 多 少 大 小 一 二 两 三 点 怎 为 当 将 而
+    但 却 并 太 最 更 挺 真 跟 同 比 您 咱 自 己 请 行 对 错 次 种 件 本 位 啥""".split()
+)
+# A dictionary word of three or more characters has the dictionary words
+# inside it as variants of its group (飞机票: 飞机, 机票; 产品质量: 产品, 质量): a
+# conversation often says the shorter word ("机票打折") where the question
+# says the longer one. The group counts once however many of them a message
+# holds (jieba's search mode instead made each a keyword of its own: CMRC
+# -0.4). docs/quality.md: +0.3 points on C3's tuning half.
+CJK_SUBWORDS = True
 # jieba's precise mode (jieba.cut) rather than its search mode
 # (cut_for_search, which adds the dictionary words inside a long word as
 # keywords of their own, so that one long word counts several times).
@@ -90,6 +124,14 @@ def _bigrams(run: str) -> list[str]:
     return [run[i:i + 2] for i in range(len(run) - 1)]
 
 
+def _subwords(word: str) -> list[str]:
+    """The dictionary words of two or more characters inside `word`, itself
+    left out."""
+    n = len(word)
+    return [word[i:j] for i in range(n) for j in range(i + 2, n + 1)
+            if j - i < n and _in_dictionary(word[i:j]) and word[i:j] not in STOP_ZH]
+
+
 def _cjk_groups(run: str):
     """Keyword groups of one CJK run (stop words are dropped by the caller)."""
     jieba = _load()
@@ -105,12 +147,14 @@ def _cjk_groups(run: str):
         unknown.clear()
         if len(text) >= 2 and text not in STOP_ZH:
             return [(text, *(_bigrams(text) if len(text) > 2 else ()))]
+        if len(text) == 1 and CJK_CHARS and text not in STOP_ZH and text not in STOP_ZH_CHAR:
+            return [(text,)]
         return []
 
     for p in pieces:
         if len(p) >= 2 and _in_dictionary(p):
             yield from flush()
-            yield (p,)
+            yield (p, *(_subwords(p) if CJK_SUBWORDS and len(p) > 2 else ()))
         elif len(p) == 1 and p in STOP_ZH:
             yield from flush()
         else:
@@ -168,22 +212,22 @@ def keyword_groups(question: str, limit: int | None = None) -> list[tuple[str, .
     seen: set[str] = set()
     for group in _groups(fold(question)):
         w = group[0].strip()
-        if not w or w in seen:
+        if not w or w in seen or w in STOP_FRAME:
             continue
         if not any(is_word_char(c) or HAS_CJK.match(c) for c in w):
             continue  # punctuation
         if HAS_CJK.match(w[0]):
-            if len(w) < 2 or w in STOP_ZH:
-                continue
-        elif w in STOP_EN or len(w) < 2:
-            continue
+            if w in STOP_ZH:
+                continue  # a lone character reaches here only as CJK_CHARS lets it
+        elif w in STOP_EN or (len(w) < 2 and not w.isdigit()):
+            continue  # a lone digit stays: a number names a thing ("5 dollars", "step 3")
         variants = tuple(v for v in group[1:] if v not in seen)
         seen.add(w)
         seen.update(variants)
         out.append((w, *variants))
-        if len(out) >= limit:
-            break
-    return out
+    if sum(1 for g in out if len(g[0]) > 1) >= CJK_CHARS_BELOW:
+        out = [g for g in out if len(g[0]) > 1 or not HAS_CJK.match(g[0])]
+    return out[:limit]
 
 
 def keywords(question: str, limit: int | None = None) -> list[str]:
