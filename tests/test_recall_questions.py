@@ -177,6 +177,8 @@ def test_a_one_character_chinese_word_is_a_keyword_of_a_short_question(proj, cor
     # with four words of two or more characters the lone ones go (车 here)
     assert "车" in K.keywords("他的车怎么了？")
     assert "车" not in K.keywords("他的车昨天在公司门口被警察拖走了")
+    # ...and so do they beside a word in another script, which names the thing
+    assert K.keywords("部署 docker 的车呢") == ["部署", "docker"]
     monkeypatch.setattr(K, "CJK_CHARS", False)
     assert K.keywords("男的想买什么？") == []
     assert ix.recall(query="", question="男的想买什么？", cwd=str(proj)).results == []

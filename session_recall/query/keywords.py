@@ -64,11 +64,13 @@ STOP_FRAME = frozenset(
 # A single CJK character is a keyword of its own (买, 车, 钱, 药: jieba leaves
 # a one-character word alone, and a short Chinese question may have no other:
 # "男的想买什么？" held none before), unless it is a function character below or
-# the question has CJK_CHARS_BELOW or more keywords of two or more characters
-# (a one-character keyword is weak evidence, and a common one fills the
-# question's pool with turns holding it: on the coding set's questions it cost
-# 7 points of session hit@1 without that bound). docs/quality.md: +1.7 points of
-# session hit@1 on C3's tuning half (+2.2 with its answer), CMRC +0.5.
+# the question has CJK_CHARS_BELOW or more keywords of two or more characters,
+# or a word in another script (an identifier names what is asked about, as
+# Ranking.latin_in_cjk says): a one-character keyword is weak evidence, and a
+# common one fills the question's pool with turns holding it (on the coding
+# set's tuning questions it cost 7 points of session hit@1 without the bound).
+# docs/quality.md: +2.2 points of session hit@1 on C3's tuning half (+2.7 with
+# its answer), CMRC +0.6.
 CJK_CHARS = True
 CJK_CHARS_BELOW = 4
 STOP_ZH_CHAR = frozenset(
@@ -225,7 +227,8 @@ def keyword_groups(question: str, limit: int | None = None) -> list[tuple[str, .
         seen.add(w)
         seen.update(variants)
         out.append((w, *variants))
-    if sum(1 for g in out if len(g[0]) > 1) >= CJK_CHARS_BELOW:
+    longer = [g[0] for g in out if len(g[0]) > 1]
+    if len(longer) >= CJK_CHARS_BELOW or any(not HAS_CJK.match(w) and not w.isdigit() for w in longer):
         out = [g for g in out if len(g[0]) > 1 or not HAS_CJK.match(g[0])]
     return out[:limit]
 
