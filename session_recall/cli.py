@@ -92,8 +92,10 @@ class _Group(click.Group):
                            "once there is room")
                 raise click.ClickException(f"the index database {db} {why} ({e}).") from None
         except click.ClickException as e:
-            e.message = visible(e.message)  # a path or a log's words, on a terminal
-            e.exit_code = max(e.exit_code, EXIT_ERROR)  # as grep: 1 is "no match", an error is 2
+            # Through vars(): click 8.5 types both as final (mypy); they are
+            # what show() prints and the exit status.
+            vars(e).update(message=visible(e.message),  # a path or a log's words, on a terminal
+                           exit_code=max(e.exit_code, EXIT_ERROR))  # as grep: 1 is "no match", an error is 2
             raise
 
 

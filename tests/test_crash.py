@@ -476,3 +476,35 @@ def test_kill_9_of_an_indexer_leaves_no_parsing_worker_behind(tmp_path, spawn, w
         for c in children:
             if _running(c):
                 os.kill(c, signal.SIGKILL)
+
+
+def _automerge(db: Path) -> int | None:
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        row = conn.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'").fetchone()
+    finally:
+        conn.close()
+    return row[0] if row else None
+
+
+def test_an_indexer_killed_in_a_large_pass_leaves_fts5_merging_at_16_and_the_next_pass_sets_it_back(
+        tmp_path, spawn, canonical):
+    """A large pass merges FTS5's levels at 16 segments (sync.AUTOMERGE_BULK),
+    a value kept in the table's config: killed midway, the indexer leaves it
+    there, and the next pass, however small, merges at 4 again."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for n in range(3):
+        log = canonical(f"w{n}", cwd="/home/ada/worker")
+        (logs / f"w{n}.jsonl").write_bytes(log.session() + b"".join(
+            log.message(f"m{i}", f"merge line {i} of log {n} " + "padding " * 20) for i in range(300)))
+    db = tmp_path / "recall.db"
+    proc = spawn([sys.executable, "-c", WORKER_INDEXER, db, logs], name="indexer")
+    proc.wait_for("batch", stream="stdout", timeout=30)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert _automerge(db) == 16
+    with Index.open(db) as ix:
+        ix.sync([str(logs)])  # 300 KB: below the worker's threshold, so not a large pass
+        assert ix.status()["messages"] == 900
+    assert _automerge(db) == 4

@@ -64,7 +64,14 @@ def _snapshot(ix: Index) -> dict:
         "files": sorted(c.execute("SELECT path, offset, state, prefix_hash, size FROM files")),
         "status": {k: v for k, v in ix.status().items() if k in ("sessions", "messages", "skipped")},
         "fts": sorted(c.execute("SELECT rowid FROM message_fts")),
+        "postings": _postings(c),
     }
+
+
+def _postings(c) -> list:
+    """Every token's every position, as FTS5 holds them."""
+    c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.postings USING fts5vocab(main, message_fts, instance)")
+    return list(c.execute("SELECT term, doc, offset FROM temp.postings ORDER BY term, doc, offset"))
 
 
 @pytest.mark.parametrize("lookahead_bytes", [1, 1 << 30])  # one file ahead; every file
@@ -120,6 +127,36 @@ def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp
     assert len(firsts) == len(set(firsts)) == 5  # each file's first range once
     second = next(i for i, (_, offset) in enumerate(asked) if offset > 0)
     assert [name for name, _ in asked[:second]] == firsts[:1 + ahead]  # the file being read, and those ahead
+
+
+def test_a_large_pass_merges_fts5_levels_at_16_and_then_at_4_again(tmp_path: Path, monkeypatch):
+    """While a pass reads at least WORKER_MIN_BYTES, FTS5 merges a level's
+    segments at 16 (sync.AUTOMERGE_BULK) instead of 4; the pass ends at 4, and
+    a small pass writes no setting at all. The postings are the same either
+    way (test_the_worker_builds_what_one_process_builds compares them)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_logs(logs)
+    set_to: list[int] = []
+
+    def trace(_cursor, sql: str, bindings) -> bool:
+        if "'automerge'" in sql and sql.startswith("INSERT"):
+            set_to.append(bindings[0])
+        return True
+
+    monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
+    with Index.open(tmp_path / "r.db") as ix:
+        ix.store.conn.set_exec_trace(trace)
+        ix.sync([str(logs)])
+        assert set_to == [16, 4]
+        assert ix.store.conn.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'").fetchall() == [(4,)]
+        monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
+        set_to.clear()
+        (logs / "s0.jsonl").open("a").write(json.dumps({
+            "type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t", "role": "user",
+            "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
+        assert ix.sync([str(logs)]).messages_added == 1
+        assert set_to == []
 
 
 def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path, monkeypatch):
