@@ -432,6 +432,17 @@ Syncer(Store(sys.argv[1]), batch_lines=10, progress=committed).run([sys.argv[2]]
 """
 
 
+def _worker_logs(tmp_path: Path, canonical) -> Path:
+    """Three logs of 300 messages each, for WORKER_INDEXER to stop in."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for n in range(3):
+        log = canonical(f"w{n}", cwd="/home/ada/worker")
+        (logs / f"w{n}.jsonl").write_bytes(log.session() + b"".join(
+            log.message(f"m{i}", f"worker line {i} of log {n} " + "padding " * 20) for i in range(300)))
+    return logs
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for entry in os.listdir("/proc"):
@@ -459,12 +470,7 @@ def test_kill_9_of_an_indexer_leaves_no_parsing_worker_behind(tmp_path, spawn, w
     a parent killed with SIGKILL never closes them for it: it used to wait for
     a task (or to hand back a range) forever, tens of MB each, one more per
     crash of `recall index` or `recall watch`. It exits once its parent is gone."""
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for n in range(3):
-        log = canonical(f"w{n}", cwd="/home/ada/worker")
-        (logs / f"w{n}.jsonl").write_bytes(log.session() + b"".join(
-            log.message(f"m{i}", f"worker line {i} of log {n} " + "padding " * 20) for i in range(300)))
+    logs = _worker_logs(tmp_path, canonical)
     proc = spawn([sys.executable, "-c", WORKER_INDEXER, tmp_path / "recall.db", logs], name="indexer")
     proc.wait_for("batch", stream="stdout", timeout=30)
     children = wait_until(lambda: _children(proc.pid), 10, "the indexer's worker processes")
@@ -492,12 +498,7 @@ def test_an_indexer_killed_in_a_large_pass_leaves_fts5_merging_at_16_and_the_nex
     """A large pass merges FTS5's levels at 16 segments (sync.AUTOMERGE_BULK),
     a value kept in the table's config: killed midway, the indexer leaves it
     there, and the next pass, however small, merges at 4 again."""
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for n in range(3):
-        log = canonical(f"w{n}", cwd="/home/ada/worker")
-        (logs / f"w{n}.jsonl").write_bytes(log.session() + b"".join(
-            log.message(f"m{i}", f"merge line {i} of log {n} " + "padding " * 20) for i in range(300)))
+    logs = _worker_logs(tmp_path, canonical)
     db = tmp_path / "recall.db"
     proc = spawn([sys.executable, "-c", WORKER_INDEXER, db, logs], name="indexer")
     proc.wait_for("batch", stream="stdout", timeout=30)

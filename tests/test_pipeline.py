@@ -152,9 +152,9 @@ def test_a_large_pass_merges_fts5_levels_at_16_and_then_at_4_again(tmp_path: Pat
         assert ix.store.conn.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'").fetchall() == [(4,)]
         monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
         set_to.clear()
-        (logs / "s0.jsonl").open("a").write(json.dumps({
-            "type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t", "role": "user",
-            "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
+        with (logs / "s0.jsonl").open("a") as fh:
+            fh.write(json.dumps({"type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t",
+                                 "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
         assert ix.sync([str(logs)]).messages_added == 1
         assert set_to == []
 

@@ -524,11 +524,11 @@ class Syncer:
             self._automerge(AUTOMERGE_BULK)
         left = self._read_in_worker(jobs, problems) if bulk and self.parallel else jobs
         if left:
-            # Below the threshold (or with no worker), or the worker process died (killed, out of
-            # memory): then the file it was reading is counted (file_error;
-            # the next pass resumes it from its committed offset) and the
-            # files not yet started are read here, so that one file cannot
-            # cost the others their pass.
+            # Below the threshold (or with no worker); or the worker process
+            # died (killed, out of memory): the file it was reading is counted
+            # (file_error; the next pass resumes it from its committed offset)
+            # and the files not yet started are read here, so that one file
+            # cannot cost the others their pass.
             self._read_here(left, problems)
         if bulk:  # an error leaves it for the next pass to set back
             self._automerge(AUTOMERGE)
