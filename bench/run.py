@@ -348,17 +348,27 @@ def rg_seconds(rg: str, root: Path, term: str, runs: int = 3) -> float:
 def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES) -> dict:
     """Three FTS5 tables over the messages the index stored, each in its own
     database: a plain unicode61 table (raw text), a trigram table (folded
-    text), and the index's own table (create_fts) fed the index's own bodies
+    text), and the index's own table (create_fts, merging as a large pass
+    does) fed the index's own bodies
     (stored_body): FTS5's insert alone, without parsing, redaction, the
     `messages` rows or the bigram rewrite, which no build of this index can
     beat. What each table is fed is made before the clock starts; only the
     inserts and their commits are timed. `names`: the tables to build."""
     from session_recall.indexer.ingest import stored_body
+    from session_recall.indexer.sync import AUTOMERGE_BULK
     from session_recall.migrations import create_fts
     from session_recall.text.fold import fold
 
     if not names:
         return {}
+
+    def floor_table(conn: apsw.Connection) -> None:
+        # The index's own table, merging its levels as a large pass of the
+        # build does (sync.AUTOMERGE_BULK): a floor the build could not reach
+        # by its merge setting alone.
+        create_fts(conn)
+        conn.execute("INSERT INTO message_fts(message_fts, rank) VALUES ('automerge', ?)", (AUTOMERGE_BULK,))
+
     src = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
     rows = list(src.execute("SELECT id, text, attachments FROM messages ORDER BY id"))
     src.close()
@@ -369,7 +379,7 @@ def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES)
         ("unicode61", lambda c: c.execute("CREATE VIRTUAL TABLE u USING fts5(body, content='')"), lambda t, a: t),
         ("trigram", lambda c: c.execute("CREATE VIRTUAL TABLE u USING fts5(body, tokenize='trigram')"),
          lambda t, a: fold(t)),
-        ("floor", create_fts, stored_body),
+        ("floor", floor_table, stored_body),
     ):
         if name not in names:
             continue

@@ -19,7 +19,9 @@ import apsw
 
 from bench.common import label
 from session_recall.indexer.ingest import fts_body
+from session_recall.indexer.sync import AUTOMERGE_BULK
 from session_recall.migrations import create_fts
+from session_recall.rows import one
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (
@@ -60,6 +62,8 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     assert "(the floor)" in proc.stdout
     # (but for the terms of the freshness probes, which the bench appends to the index after it)
     floor = apsw.Connection(str(tmp_path / "corpus.work" / "floor.db"))
+    # it merges its levels as a large pass of the build does
+    assert one(floor.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'"))[0] == AUTOMERGE_BULK
     index = apsw.Connection(str(tmp_path / "corpus.work" / "recall.db"))
     probes = apsw.Connection(":memory:")
     create_fts(probes)
