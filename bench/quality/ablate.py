@@ -32,6 +32,7 @@ VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
     ("unknown characters not joined", Ranking(), [("JOIN_UNKNOWN", False)]),
     ("at most 32 keywords (tried, not kept)", Ranking(), [("KEYWORD_LIMIT", 32)]),
     ("file names split into their words (COMPOUNDS off)", Ranking(), [("COMPOUNDS", False)]),
+    ("function characters break unknown runs (tried, not kept)", Ranking(), [("STOP_CHARS_JOIN", False)]),
 ]
 
 

@@ -393,5 +393,11 @@ def _clean(value: str) -> str: ...
 def _clean(value: str | None) -> str | None: ...
 def _clean(value: str | None) -> str | None:
     """A caller's string as the index reads text: lone surrogates (which no
-    envelope could encode) become U+FFFD, as they did in the logs."""
-    return replace_lone_surrogates(value) if isinstance(value, str) else value
+    envelope could encode) become U+FFFD, as they did in the logs. Anything
+    but a str or None (bytes from a caller that did not decode) is a
+    TypeError that shows what came."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"a text argument must be a str or None, not {type(value).__name__}: {value!r:.60}")
+    return replace_lone_surrogates(value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import unicodedata
 
 from ..text.fold import CJK_RUN, HAS_CJK, fold, is_word_char
 
@@ -28,6 +29,11 @@ STOP_EN = frozenset(
     this those through to too under until up very was we were what when where which while who whom why
     will with would you your yours yourself yourselves week day yesterday today ago pick picked use used
     did tell remember recall said say""".split()
+    # What a contraction leaves once its apostrophe cuts it ("didn't" is
+    # didn + t, "we've" is we + ve), as NLTK's English list has them; `won`
+    # is left out of it (who won?).
+    + """ain aren couldn didn doesn don hadn hasn haven isn ll ma mightn mustn needn re shan shouldn ve
+    wasn weren wouldn""".split()
     # Words naming the participants of a conversation ("what does the man
     # suggest", "the two speakers"): every conversation has them, and a log
     # may write them as speaker marks in every turn (DREAM's "Man:"), so they
@@ -77,6 +83,9 @@ STOP_ZH_CHAR = frozenset(
     """呀 哦 嗯 啦 嘛 么 个 些 儿 去 来 做 看 才 再 等 人 好 事 样 多 少 大 小 一 二 两 三 点 怎 为 当 将 而
     但 却 并 太 最 更 挺 真 跟 同 比 您 咱 自 己 请 行 对 错 次 种 件 本 位 啥""".split()
 )
+# Whether a function character of STOP_ZH_CHAR that jieba leaves alone joins
+# its unknown neighbours (去|看 as 去看) or breaks the run as STOP_ZH's do.
+STOP_CHARS_JOIN = True
 # A dictionary word of three or more characters has the dictionary words
 # inside it as variants of its group (飞机票: 飞机, 机票; 产品质量: 产品, 质量): a
 # conversation often says the shorter word ("机票打折") where the question
@@ -92,6 +101,12 @@ CJK_SEGMENTATION = "precise"
 # splits into single characters or glues to a neighbour: 津|蓟, 尚恩有) into
 # one keyword whose bigrams are its variants (津蓟; 尚恩有 or 尚恩 or 恩有).
 JOIN_UNKNOWN = True
+# At most this many variants a group (a run of kana or Hangul that jieba
+# cuts into single characters is joined whole, and a long one would make
+# every bigram of the sentence a term: a question of 999 Hangul syllables,
+# 998 variants, took 57-65 ms warm on an index of a few sessions, 3-4 ms with
+# the limit). The first ones are kept.
+VARIANT_LIMIT = 32
 # At most this many keyword groups a question (32 measured the same on the
 # labelled sets: the keywords past the 12th of a long question are rarely what
 # decides).
@@ -126,12 +141,19 @@ def _bigrams(run: str) -> list[str]:
     return [run[i:i + 2] for i in range(len(run) - 1)]
 
 
+def _is_content(ch: str) -> bool:
+    """A letter, digit or mark: word characters and CJK ones, not the
+    punctuation that lives in the CJK blocks (・ ゠ 〜)."""
+    return is_word_char(ch) or (bool(HAS_CJK.match(ch)) and unicodedata.category(ch)[0] in "LNM")
+
+
 def _subwords(word: str) -> list[str]:
     """The dictionary words of two or more characters inside `word`, itself
     left out."""
     n = len(word)
     return [word[i:j] for i in range(n) for j in range(i + 2, n + 1)
-            if j - i < n and _in_dictionary(word[i:j]) and word[i:j] not in STOP_ZH]
+            if j - i < n and _in_dictionary(word[i:j]) and word[i:j] not in STOP_ZH
+            and word[i:j] not in STOP_FRAME]
 
 
 def _cjk_groups(run: str):
@@ -157,7 +179,8 @@ def _cjk_groups(run: str):
         if len(p) >= 2 and _in_dictionary(p):
             yield from flush()
             yield (p, *(_subwords(p) if CJK_SUBWORDS and len(p) > 2 else ()))
-        elif len(p) == 1 and p in STOP_ZH:
+        elif (len(p) == 1 and (p in STOP_ZH or (STOP_CHARS_JOIN is False and p in STOP_ZH_CHAR))
+              or not any(map(_is_content, p))):
             yield from flush()
         else:
             unknown.append(p)
@@ -166,9 +189,9 @@ def _cjk_groups(run: str):
 
 def _word_groups(text: str):
     """The words of a stretch of text without CJK, each its own group; a
-    name made of words joined by one of `._-/` with nothing between
-    (`hello.py`, `registry.ts`, `auto-summarize`, `src/app`) first as one
-    keyword of its own (COMPOUNDS)."""
+    name made of words joined by `._-/` alone, nothing else between
+    (`hello.py`, `registry.ts`, `auto-summarize`, `src/app`, `__init__.py`),
+    first as one keyword of its own (COMPOUNDS)."""
     words: list[tuple[int, int]] = []  # spans of words
     start = None
     for i, ch in enumerate(text + " "):
@@ -188,7 +211,7 @@ def _word_groups(text: str):
         run.clear()
 
     for a, b in words:
-        if run and not (a - run[-1][1] == 1 and text[run[-1][1]] in "._-/"):
+        if run and not all(c in "._-/" for c in text[run[-1][1]:a]):
             yield from flush()
         run.append((a, b))
     yield from flush()
@@ -209,26 +232,27 @@ def _groups(text: str):
 def keyword_groups(question: str, limit: int | None = None) -> list[tuple[str, ...]]:
     """The words of a question worth searching for, in order, folded; each with
     the variants that count as the same keyword."""
-    limit = limit or KEYWORD_LIMIT
+    limit = KEYWORD_LIMIT if limit is None else max(limit, 0)
     out: list[tuple[str, ...]] = []
     seen: set[str] = set()
     for group in _groups(fold(question)):
         w = group[0].strip()
         if not w or w in seen or w in STOP_FRAME:
             continue
-        if not any(is_word_char(c) or HAS_CJK.match(c) for c in w):
+        if not any(map(_is_content, w)):
             continue  # punctuation
         if HAS_CJK.match(w[0]):
             if w in STOP_ZH:
                 continue  # a lone character reaches here only as CJK_CHARS lets it
         elif w in STOP_EN or (len(w) < 2 and not w.isdigit()):
             continue  # a lone digit stays: a number names a thing ("5 dollars", "step 3")
-        variants = tuple(v for v in group[1:] if v not in seen)
+        variants = tuple(dict.fromkeys(v for v in group[1:] if v not in seen and v != w))[:VARIANT_LIMIT]
         seen.add(w)
         seen.update(variants)
         out.append((w, *variants))
     longer = [g[0] for g in out if len(g[0]) > 1]
-    if len(longer) >= CJK_CHARS_BELOW or any(not HAS_CJK.match(w) and not w.isdigit() for w in longer):
+    # (a word in another script: one with a letter; `2024-05` or `3.14` is not)
+    if len(longer) >= CJK_CHARS_BELOW or any(not HAS_CJK.match(w) and any(map(str.isalpha, w)) for w in longer):
         out = [g for g in out if len(g[0]) > 1 or not HAS_CJK.match(g[0])]
     return out[:limit]
 
