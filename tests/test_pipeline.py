@@ -5,6 +5,7 @@ states and skip counts, whatever the range size."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import json
 import multiprocessing
 import os
@@ -19,6 +20,7 @@ import zstandard
 
 from session_recall import Index
 from session_recall.indexer import pipeline
+from session_recall.indexer import sync as sync_module
 
 
 def _write_logs(root: Path, seed: int = 7) -> None:
@@ -157,6 +159,51 @@ def test_a_large_pass_merges_fts5_levels_at_16_and_then_at_4_again(tmp_path: Pat
                                  "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
         assert ix.sync([str(logs)]).messages_added == 1
         assert set_to == []
+
+
+def test_a_large_pass_runs_the_garbage_collector_less_and_then_as_before(tmp_path: Path, monkeypatch):
+    """While a pass reads at least WORKER_MIN_BYTES, the collector's first
+    threshold is sync.GC_BULK_THRESHOLD (it found no garbage in the
+    hundreds of collections a large pass ran: docs/benchmarks.md); after the
+    pass the caller's own thresholds are back, and a small pass never
+    changes them. Nested or concurrent passes restore them once, at the end
+    of the last."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_logs(logs)
+    seen: set[tuple[int, ...]] = set()
+
+    def trace(_cursor, sql: str, bindings) -> bool:
+        if sql.startswith("INSERT INTO messages"):
+            seen.add(gc.get_threshold())
+        return True
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(1234, 11, 12)
+        monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 0)
+        with Index.open(tmp_path / "r.db") as ix:
+            ix.store.conn.set_exec_trace(trace)
+            ix.sync([str(logs)])
+            assert seen == {(sync_module.GC_BULK_THRESHOLD, 11, 12)}
+            assert gc.get_threshold() == (1234, 11, 12)
+            monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
+            seen.clear()
+            with (logs / "s0.jsonl").open("a") as fh:
+                fh.write(json.dumps({"type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t",
+                                     "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
+            assert ix.sync([str(logs)]).messages_added == 1
+            assert seen == {(1234, 11, 12)}
+        with sync_module._collect_less():
+            with sync_module._collect_less():
+                assert gc.get_threshold()[0] == sync_module.GC_BULK_THRESHOLD
+            assert gc.get_threshold()[0] == sync_module.GC_BULK_THRESHOLD  # the outer pass still runs
+        assert gc.get_threshold() == (1234, 11, 12)
+        with pytest.raises(RuntimeError), sync_module._collect_less():
+            raise RuntimeError("a pass that fails")
+        assert gc.get_threshold() == (1234, 11, 12)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_appends_after_a_parallel_build_are_read_from_the_offset(tmp_path: Path, monkeypatch):
