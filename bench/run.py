@@ -376,6 +376,7 @@ def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES)
 
     src = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
     rows = list(src.execute("SELECT id, text, attachments FROM messages ORDER BY id"))
+    page_size = src.execute("PRAGMA page_size").fetchone()[0]  # each table's file is made as the index's was
     src.close()
     text_mb = sum(len(t.encode("utf-8")) for _, t, _ in rows) / 1e6
 
@@ -393,6 +394,7 @@ def build_baseline_tables(db: Path, work: Path, names: tuple[str, ...] = TABLES)
         for s in ("", "-wal", "-shm"):
             Path(f"{path}{s}").unlink(missing_ok=True)
         conn = apsw.Connection(str(path))
+        conn.execute(f"PRAGMA page_size={page_size}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-65536")
