@@ -261,3 +261,26 @@ def test_a_run_records_the_project_s_folders_relative_to_its_root(tmp_path: Path
     run.write_text(json.dumps({"corpus": {"root": shown(far)}}), encoding="utf-8")
     assert kept_index(run)[1] is None  # (and it says to pass --corpus)
     assert kept_index(run, far)[1] == work_dir(far) / "recall.db"
+
+
+def test_the_floor_is_made_with_the_index_page_size_and_ends_in_one_segment(tmp_path: Path, corpus, proj) -> None:
+    """The baseline tables' files take the page size of the index they are
+    fed from (an index made with 8 KiB pages here), so a page-size lever
+    moves the floor as it moves the build; the floor's optimize is timed
+    apart from its inserts."""
+    from bench.run import build_baseline_tables
+
+    db = corpus.db
+    made = apsw.Connection(str(db))
+    made.execute("PRAGMA page_size=8192")
+    made.execute("PRAGMA journal_mode=WAL")  # writes the header: the page size is the file's from now on
+    made.close()
+    s = corpus.session("s1", proj)
+    for i in range(30):
+        s.message(f"m{i}", f"message {i} about the floor 页面大小 {i}")
+    assert corpus.open().status()["messages"] == 30
+    out = build_baseline_tables(db, tmp_path, ("floor",))
+    floor = apsw.Connection(str(out["floor"]["path"]))
+    assert one(floor.execute("PRAGMA page_size"))[0] == 8192
+    assert out["floor"]["optimize_s"] > 0 and out["floor"]["ended_text_mb_s"] < out["floor"]["text_mb_s"]
+    floor.close()

@@ -131,6 +131,16 @@ def test_the_worker_reads_the_next_files_first_ranges_while_one_is_committed(tmp
     assert [name for name, _ in asked[:second]] == firsts[:1 + ahead]  # the file being read, and those ahead
 
 
+def _small_pass(ix: Index, logs: Path, monkeypatch) -> None:
+    """One message appended to a log of _write_logs, read by a pass below the
+    worker's threshold."""
+    monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
+    with (logs / "s0.jsonl").open("a") as fh:
+        fh.write(json.dumps({"type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t",
+                             "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
+    assert ix.sync([str(logs)]).messages_added == 1
+
+
 def test_a_large_pass_merges_fts5_levels_at_16_and_then_at_4_again(tmp_path: Path, monkeypatch):
     """While a pass reads at least WORKER_MIN_BYTES, FTS5 merges a level's
     segments at 16 (sync.AUTOMERGE_BULK) instead of 4; the pass ends at 4, and
@@ -152,12 +162,8 @@ def test_a_large_pass_merges_fts5_levels_at_16_and_then_at_4_again(tmp_path: Pat
         ix.sync([str(logs)])
         assert set_to == [16, 4]
         assert ix.store.conn.execute("SELECT v FROM message_fts_config WHERE k = 'automerge'").fetchall() == [(4,)]
-        monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
         set_to.clear()
-        with (logs / "s0.jsonl").open("a") as fh:
-            fh.write(json.dumps({"type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t",
-                                 "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
-        assert ix.sync([str(logs)]).messages_added == 1
+        _small_pass(ix, logs, monkeypatch)
         assert set_to == []
 
 
@@ -187,12 +193,8 @@ def test_a_large_pass_runs_the_garbage_collector_less_and_then_as_before(tmp_pat
             ix.sync([str(logs)])
             assert seen == {(sync_module.GC_BULK_THRESHOLD, 11, 12)}
             assert gc.get_threshold() == (1234, 11, 12)
-            monkeypatch.setattr(pipeline, "WORKER_MIN_BYTES", 1 << 40)
             seen.clear()
-            with (logs / "s0.jsonl").open("a") as fh:
-                fh.write(json.dumps({"type": "message", "session_id": "s0", "message_id": "small", "turn_id": "t",
-                                     "role": "user", "ts": "2026-02-01T00:00:00Z", "text": "a small pass"}) + "\n")
-            assert ix.sync([str(logs)]).messages_added == 1
+            _small_pass(ix, logs, monkeypatch)
             assert seen == {(1234, 11, 12)}
         with sync_module._collect_less():
             with sync_module._collect_less():

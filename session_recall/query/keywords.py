@@ -179,7 +179,7 @@ def _cjk_groups(run: str):
         if len(p) >= 2 and _in_dictionary(p):
             yield from flush()
             yield (p, *(_subwords(p) if CJK_SUBWORDS and len(p) > 2 else ()))
-        elif (len(p) == 1 and (p in STOP_ZH or (STOP_CHARS_JOIN is False and p in STOP_ZH_CHAR))
+        elif (len(p) == 1 and (p in STOP_ZH or (not STOP_CHARS_JOIN and p in STOP_ZH_CHAR))
               or not any(map(_is_content, p))):
             yield from flush()
         else:
