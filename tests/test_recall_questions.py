@@ -67,6 +67,37 @@ def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonic
     assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
 
 
+
+def test_a_question_over_long_texts_pools_fewer_hits(index, logs_dir, canonical):
+    """Past its first question_pool_min hits, the pool ends once its texts
+    hold question_chars characters: 2,000-character messages fill 100,000
+    at the 50th; 20,000-character ones stop at the minimum; the hits not
+    pooled are not read (candidates), and the answer is the same kind."""
+    import dataclasses
+
+    from session_recall.query.rank import Ranking
+
+    r = Ranking()
+    assert r.question_chars == 100_000 and r.question_pool_min == 20
+    filler = " ".join(f"word{j}" for j in range(400))
+    a = canonical("sess-long")
+    b = canonical("sess-longer")
+    lines = [a.session()] + [a.message(f"m{i}", f"kerning table {i} {filler}"[:2000]) for i in range(120)]
+    write(logs_dir / "a.jsonl", *lines)
+    lines = [b.session()] + [b.message(f"n{i}", f"kerning chart {i} " + filler * 9) for i in range(60)]
+    write(logs_dir / "b.jsonl", *lines)
+    index.sync([str(logs_dir)], kind="canonical")
+
+    def candidates(question: str) -> int:
+        env = index.recall("", question=question, all_projects=True)
+        assert env.status == "ok" and env.results
+        return env.diagnostics.candidates
+
+    assert candidates("the kerning table?") == 50
+    assert candidates("the kerning chart?") == 20
+    index.engine.ranking = dataclasses.replace(r, question_chars=None)
+    assert candidates("the kerning table?") == r.question_pool
+
 def _order(ix, question: str, proj, **ranking) -> list[str]:
     from dataclasses import replace
 

@@ -103,6 +103,17 @@ class Ranking:
     # candidate read, folded and verified, and a long tool result costs
     # milliseconds to fold.
     question_pool: int = 100
+    # ...and, past its first question_pool_min hits, none once the texts
+    # pooled hold question_chars characters (None: no such bound). Every
+    # pooled hit is folded and verified, about 20 ns a character (a tool
+    # result of 100,000 characters costs 2 ms), so a question over long
+    # tool results cost what their length did. On the coding set (warm,
+    # three passes): median 11.7 -> 7.2 ms, mean 15.2 -> 7.2 ms, session
+    # hit@1 0.755 -> 0.783 (its tuning half 0.714 -> 0.738, where 50,000
+    # gave 0.714); the dialogue sets, CMRC and Cranfield, whose pools hold
+    # short texts, the same (docs/quality.md). At least 20 hits: two pages.
+    question_pool_min: int = 20
+    question_chars: int | None = 100_000
     # ...so question mode reads a first page of twice the pool (verification
     # drops few: a candidate holds a keyword's tokens), then the rest if needed.
     question_first_page: int = 2 * 100
@@ -365,13 +376,14 @@ class Ranker:
 
     def by_question(self, hits: Iterable[Hit], kw_terms: list[Term], kw_group: dict[str, int], run: Run,
                     universe: tuple[str, list] | None) -> Iterator[Hit]:
-        """Question mode: at most question_pool hits (in bm25 order), each
+        """Question mode: at most question_pool hits (in bm25 order; fewer
+        when their texts are long: _question_pool), each
         scored weighted bm25 x c ** coverage_power x (1 + title_weight x t)
         x (1 + session_weight x (e - c)) (see Ranking.coverage_power), then ordered: pinned cwds first (when
         configured), score, coverage, newer, id. Which messages are returned
         does not change, only their order."""
         r = self.ranking
-        pool = list(itertools.islice(hits, r.question_pool))
+        pool = self._question_pool(hits)
         if not pool:
             return iter(pool)
         idf = self.keyword_weights(kw_terms, kw_group, universe)
@@ -393,6 +405,21 @@ class Ranker:
         # Coverage also breaks ties: a scan has no bm25 (every score is 0).
         pool.sort(key=lambda h: (h.session not in pins, -h.score, -cover[h.rowid], neg(h.ts), -h.rowid))
         return iter(pool)
+
+    def _question_pool(self, hits: Iterable[Hit]) -> list[Hit]:
+        """The first hits, up to question_pool of them, or fewer, but at
+        least question_pool_min, once their texts hold question_chars
+        characters (the rest are not read: each costs its folding)."""
+        r = self.ranking
+        pool: list[Hit] = []
+        chars = 0
+        for h in hits:
+            pool.append(h)
+            chars += h.chars
+            if len(pool) >= r.question_pool or (
+                    r.question_chars is not None and len(pool) >= r.question_pool_min and chars >= r.question_chars):
+                break
+        return pool
 
     def by_coverage(self, hits: Iterable[Hit]) -> Iterator[Hit]:
         """At most candidate_budget hits, those matching more terms first, then

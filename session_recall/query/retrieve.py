@@ -44,6 +44,7 @@ class Hit:
     ts: str | None
     matched: list[str]
     partial: bool = False
+    chars: int = 0  # the length of the text verified (question mode bounds its pool by it)
 
 
 @dataclass(frozen=True)
@@ -519,7 +520,7 @@ class Retriever:
             names = [match_text(a["name"], collapse) for a in orjson.loads(atts)] if atts else []
             matched = held(folded, text, names, collapse, nfkc, need_all=need_all)
             if (len(matched) == len(folded)) if need_all else matched:
-                yield Hit(rowid, session, turn, -score, ts, matched)
+                yield Hit(rowid, session, turn, -score, ts, matched, chars=len(text))
 
     def hits(self, terms: list[Term], scope: Scope, run: Run, *, first: int | None,
              any_term: bool = False) -> Iterator[Hit]:
