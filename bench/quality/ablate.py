@@ -27,6 +27,7 @@ VARIANTS: list[tuple[str, Ranking, list[tuple[str, object]]]] = [
     ("no coverage factor (coverage_power=0)", Ranking(coverage_power=0.0), []),
     ("coverage power 0.5 (shipped before the dialogue sets)", Ranking(coverage_power=0.5), []),
     ("no session evidence (session_weight=0)", Ranking(session_weight=0.0), []),
+    ("no character bound on the question pool (question_chars=None)", Ranking(question_chars=None), []),
     ("no weight for identifiers in CJK questions (latin_in_cjk=1)", Ranking(latin_in_cjk=1.0), []),
     ("jieba search mode (cut_for_search)", Ranking(), [("CJK_SEGMENTATION", "search")]),
     ("unknown characters not joined", Ranking(), [("JOIN_UNKNOWN", False)]),
