@@ -67,12 +67,11 @@ def test_a_question_re_scores_at_most_the_question_pool(index, logs_dir, canonic
     assert env.status == "ok" and env.diagnostics.candidates == QUESTION_POOL
 
 
-
 def test_a_question_over_long_texts_pools_fewer_hits(index, logs_dir, canonical):
     """Past its first question_pool_min hits, the pool ends once its texts
     hold question_chars characters: 2,000-character messages fill 100,000
-    at the 50th; 20,000-character ones stop at the minimum; the hits not
-    pooled are not read (candidates), and the answer is the same kind."""
+    at the 50th; messages of about 28,000 characters stop at the minimum;
+    the hits not pooled are not read (candidates)."""
     import dataclasses
 
     from session_recall.query.rank import Ranking
@@ -97,6 +96,7 @@ def test_a_question_over_long_texts_pools_fewer_hits(index, logs_dir, canonical)
     assert candidates("the kerning chart?") == 20
     index.engine.ranking = dataclasses.replace(r, question_chars=None)
     assert candidates("the kerning table?") == r.question_pool
+
 
 def _order(ix, question: str, proj, **ranking) -> list[str]:
     from dataclasses import replace
