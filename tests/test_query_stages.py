@@ -61,6 +61,24 @@ def test_hints_quote_at_most_a_short_sentence_of_terms():
     assert E.scope_words(Scope("all", "/", session_id="s1")) == "all projects, session s1"
 
 
+def test_a_miss_under_a_wide_cwd_says_it_searched_every_project_below_it(tmp_path, monkeypatch):
+    """`cwd: "/"` or `$HOME`, let through by the policy, is no project: the
+    hint names what was searched, and under `/` does not offer all_projects
+    as something wider."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    terms = QueryTokenizer(apsw.Connection(":memory:")).parse("zebraquantum")
+    root, under_home, project = (Scope("project", c) for c in ("/", str(home), str(home / "proj")))
+    assert E.no_match_hint(root, terms, [], all_projects=False) == (
+        "No message in any project under / (the root directory /) matches 'zebraquantum'. "
+        "Try fewer or other words, or a question.")
+    assert E.no_match_hint(under_home, terms, [], all_projects=False) == (
+        f"No message in any project under {home} (your home directory or a folder above it) matches "
+        "'zebraquantum'. Try fewer or other words, a question, or all_projects.")
+    assert E.scope_words(project) == f"the project {home / 'proj'}"
+
+
 def test_an_engine_ranks_with_the_ranking_it_is_given(tmp_path, corpus):
     proj = tmp_path / "proj"
     proj.mkdir()

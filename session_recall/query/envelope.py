@@ -21,7 +21,7 @@ import orjson
 
 from ..model import Diagnostics, Envelope, Result, Status
 from ..rows import one
-from .gates import Scope
+from .gates import Scope, why_wide
 from .parse import Term
 from .retrieve import Run
 
@@ -96,6 +96,9 @@ def scope_words(scope: Scope) -> str:
     elif scope.exact:
         base = (f"{scope.cwd} itself (a root or home folder is no project: the sessions of the projects below it "
                 "are searched only with all projects, or with the cwd of one of them)")
+    elif (wide := why_wide(scope.roots, ())) is not None:
+        # A cwd of `/` or $HOME that the policy let through: every project below it.
+        base = f"any project under {scope.cwd} ({wide})"
     else:
         base = f"the project {scope.cwd}"
     return base + (f", session {scope.session_id}" if scope.session_id else "")
@@ -172,8 +175,9 @@ def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_pro
             + (quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
                + quoted([t.folded for t in kw_terms], ", "))
             + within
-            + (f". Try {wider}fewer or other words, a question, or all_projects." if not all_projects else
-               f". Try {wider}fewer or other words, or a question."))
+            # Under `/`, all projects would add only sessions with no absolute cwd.
+            + (f". Try {wider}fewer or other words, a question, or all_projects."
+               if not all_projects and scope.cwd != "/" else f". Try {wider}fewer or other words, or a question."))
 
 
 def nothing_indexed_hint(scope: Scope) -> str:
