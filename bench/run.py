@@ -48,6 +48,13 @@ then measures, on that corpus and this machine, in this order:
      and floor_messages_per_s): what no build of this index can beat here;
      then its optimize into one segment, timed apart
      (floor_ended_build_text_mb_s counts it): the end state of a large build.
+     The floor is built right after the build, and `--build-reps N` makes N
+     such pairs, alternated (N - 1 more builds, into a scratch database):
+     this machine's speed drifts by a fifth within minutes, so a ratio of a
+     build and a floor minutes apart says as much about the drift as about
+     the build. build_floor_ratio is the median pair's build rate over its
+     floor's (build_floor_ended_ratio against the floor with its optimize);
+     build_pairs keeps every pair, the build figures are the first build's.
 5. freshness: `recall watch` on the corpus in a subprocess; N messages
    appended one at a time to random logs, each timed from the append to the
    moment a separate Index.open finds it (freshness_p99_ms). The appended
@@ -211,6 +218,34 @@ def build(db: Path, root: Path, env: dict, cprofile: Path | None = None) -> dict
     # starts out as a copy of this (larger) process before it execs.
     out["rusage_children_maxrss_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return out
+
+
+def build_pairs(db: Path, root: Path, env: dict, work: Path, text_bytes: int, reps: int, with_floor: bool,
+                first: dict) -> tuple[list[dict], dict | None]:
+    """`reps` pairs of a cold build and the floor made right after it (the
+    first build is `first`, into `db`; the others go to a scratch database,
+    removed after), and the first pair's floor (beside the first build,
+    whose figures the run reports) as the run's floor. Without the floor:
+    no pairs, None."""
+    if not with_floor:
+        return [], None
+    pairs: list[dict] = []
+    floors: list[dict] = []
+    scratch = work / "pair.db"
+    for i in range(max(1, reps)):
+        b = first if i == 0 else build(scratch, root, env)
+        f = build_baseline_tables(db, work, ("floor",))["floor"]
+        floors.append(f)
+        mb = text_bytes / 1e6
+        pairs.append({"build_s": b["build_s"], "cpu_s": b.get("cpu_s"), "floor_s": f["build_s"],
+                      "floor_optimize_s": f["optimize_s"], "ratio": (mb / b["build_s"]) / f["text_mb_s"],
+                      "ended_ratio": (mb / b["build_s"]) / f["ended_text_mb_s"]})
+        print(f"build and floor, pair {i + 1}: {b['build_s']:.2f} s and {f['build_s']:.2f} s "
+              f"(+ {f['optimize_s']:.2f} s optimize): {pairs[-1]['ratio']:.2f} of the floor, "
+              f"{pairs[-1]['ended_ratio']:.2f} with its optimize", flush=True)
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(f"{scratch}{suffix}").unlink(missing_ok=True)
+    return pairs, floors[0]
 
 
 def profile_top(path: Path, n: int = 15) -> str:
@@ -622,6 +657,12 @@ def render(res: dict) -> str:
         f"sessions"
         + (f"; FTS5 insert alone of the index's own bodies {bl['floor_messages_per_s']:,.0f} (the floor)"
            if bl.get("floor_messages_per_s") else "") + " |",
+        *([f"| build_floor_ratio | {fmt(res['build_floor_ratio'])} | median of {len(res['build_pairs'])} "
+           f"alternated pairs of a build and the floor right after it: "
+           + ", ".join(f"{p['ratio']:.2f}" for p in res["build_pairs"])
+           + f"; against the floor with its optimize {fmt(res['build_floor_ended_ratio'])} ("
+           + ", ".join(f"{p['ended_ratio']:.2f}" for p in res["build_pairs"]) + ") |"]
+          if res.get("build_pairs") else []),
         f"| peak_rss_mb | {fmt(res['peak_rss_mb'], 0)} | peak of the build process {b['main_rss_kb'] / 1024:.0f} MB "
         f"(VmHWM; interpreter and imports included)"
         + (f" + its parsing worker {b['workers_rss_kb'] / 1024:.0f} MB (their sum bounds the combined peak)"
@@ -699,11 +740,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scan-per-category", type=int, default=2,
                     help="queries per category timed by the full scan (default 2; it reads every log per query)")
     ap.add_argument("--cprofile", type=Path, help="also profile a second build; write pstats here, print the top")
+    ap.add_argument("--build-reps", type=int, default=1, metavar="N",
+                    help="cold builds, each followed by the floor (alternated pairs; default 1)")
     ap.add_argument("--keep", action="store_true", help="keep the databases (in the work folder beside the corpus)")
     ap.add_argument("--skip", default="", metavar="NAMES",
                     help="baselines to leave out, comma-separated, of " + ", ".join(BASELINES) + " (their figures are "
                          "null): for the largest corpora, where each reads or indexes every byte again")
     args = ap.parse_args(argv)
+    if args.build_reps < 1:
+        ap.error("--build-reps: at least 1")
     skip = tuple(n for n in args.skip.split(",") if n)
     if unknown := [n for n in skip if n not in BASELINES]:
         ap.error(f"--skip: unknown baseline {', '.join(unknown)} (known: {', '.join(BASELINES)})")
@@ -730,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         source["path"] = shown(source["path"])
     print(f"build: {b['build_s']:.2f} s, peak RSS {b['peak_rss_kb'] / 1024:.0f} MB", flush=True)
     facts = index_facts(db)
+    pairs, floor = build_pairs(db, root, env, work, facts["text_bytes"], args.build_reps, "floor" not in skip, b)
 
     # 3. queries
     queries = [dict(q) for q in corpus.queries]
@@ -764,7 +810,9 @@ def main(argv: list[str] | None = None) -> int:
             q["rg_ms"] = rg_seconds(rg, root, main_term) * 1000
     else:
         print(f"ripgrep (rg) is not installed, so rg_ratio is null; install it with: {RG_INSTALL}", flush=True)
-    tables = build_baseline_tables(db, work, tuple(n for n in TABLES if n not in skip))
+    tables = build_baseline_tables(db, work, tuple(n for n in TABLES if n not in skip and n != "floor"))
+    if floor:
+        tables["floor"] = floor
     if "trigram" in tables:
         tri = apsw.Connection(str(tables["trigram"]["path"]), flags=apsw.SQLITE_OPEN_READONLY)
         for q in term_qs:
@@ -813,6 +861,9 @@ def main(argv: list[str] | None = None) -> int:
         "unicode61_recall": u61["recall"],
         "trigram_ratio": tri_ratio,
         "freshness_p99_ms": fr["p99_ms"],
+        "build_floor_ratio": statistics.median(p["ratio"] for p in pairs) if pairs else None,
+        "build_floor_ended_ratio": statistics.median(p["ended_ratio"] for p in pairs) if pairs else None,
+        "build_pairs": pairs,
         "slowest_query": f"`{label(slowest)}` ({slowest['category']}, {slowest['engine']}) "
                          f"{slowest['p50_ms']:.1f} ms median",
         "command": "python -m bench.run " + " ".join(shown_argv([str(a) for a in argv])),

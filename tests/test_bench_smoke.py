@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 import apsw
+import pytest
 
 from bench.common import label
 from session_recall.indexer.ingest import fts_body
@@ -35,7 +37,7 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, "-m", "bench.run", "--size-mb", "2", "--json", str(out),
-         "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5", "--keep"],
+         "--corpus", str(tmp_path / "corpus"), "--reps", "3", "--fresh", "5", "--keep", "--build-reps", "2"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -62,6 +64,15 @@ def test_bench_runs_and_writes_every_key(tmp_path: Path) -> None:
     # ...and, with its optimize into one segment timed apart, the same end state as a large build
     assert base["floor_optimize_s"] > 0 and 0 < base["floor_ended_build_text_mb_s"] < base["floor_build_text_mb_s"]
     assert "(the floor; " in proc.stdout and "with its optimize into one segment" in proc.stdout
+    # two builds, each with the floor made right after it; the ratio is the pairs' median, the run's
+    # figures are the first pair's, and the second build's scratch database is gone
+    pairs = data["build_pairs"]
+    assert len(pairs) == 2 and all(p["build_s"] > 0 and p["floor_s"] > 0 and p["ended_ratio"] > p["ratio"] > 0
+                                   for p in pairs)
+    assert data["build_floor_ratio"] == statistics.median(p["ratio"] for p in pairs)
+    assert pairs[0]["build_s"] == data["build"]["build_s"]
+    assert pairs[0]["floor_s"] == pytest.approx(data["index"]["messages"] / base["floor_messages_per_s"])
+    assert "| build_floor_ratio | " in proc.stdout and not (tmp_path / "corpus.work" / "pair.db").exists()
     # (but for the terms of the freshness probes, which the bench appends to the index after it)
     floor = apsw.Connection(str(tmp_path / "corpus.work" / "floor.db"))
     # it merges its levels as a large pass of the build does
@@ -158,6 +169,7 @@ def test_a_run_can_leave_out_the_baselines_that_read_every_byte_again(tmp_path: 
     for key in ("fullscan_ratio", "trigram_ratio", "unicode61_recall"):
         assert data[key] is None, key
     assert data["baselines"]["floor_build_text_mb_s"] is None
+    assert data["build_pairs"] == [] and data["build_floor_ratio"] is None
     for key in ("query_p50_ms", "query_p99_ms", "index_bytes_per_text_byte", "freshness_p99_ms"):
         assert data[key] > 0, key
     assert (data["rg_ratio"] or 0) > 0 or shutil.which("rg") is None
