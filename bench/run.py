@@ -752,6 +752,8 @@ def main(argv: list[str] | None = None) -> int:
     skip = tuple(n for n in args.skip.split(",") if n)
     if unknown := [n for n in skip if n not in BASELINES]:
         ap.error(f"--skip: unknown baseline {', '.join(unknown)} (known: {', '.join(BASELINES)})")
+    if args.build_reps > 1 and "floor" in skip:
+        ap.error("--build-reps: each build is paired with the floor, which --skip leaves out")
 
     t_start = time.perf_counter()
     p = C.params_from_args(args)

@@ -187,6 +187,10 @@ def test_a_run_can_leave_out_the_baselines_that_read_every_byte_again(tmp_path: 
     bad = subprocess.run([sys.executable, "-m", "bench.run", "--size-mb", "1", "--corpus", str(tmp_path / "d"),
                           "--skip", "fullscan,rg"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown baseline rg" in bad.stderr
+    unpaired = subprocess.run([sys.executable, "-m", "bench.run", "--size-mb", "1", "--corpus", str(tmp_path / "d"),
+                               "--skip", "floor", "--build-reps", "2"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
+    assert unpaired.returncode == 2 and "paired with the floor" in unpaired.stderr
     assert not (tmp_path / "d").exists()
 
 
