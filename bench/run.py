@@ -230,12 +230,12 @@ def build_pairs(db: Path, root: Path, env: dict, work: Path, text_bytes: int, re
     if not with_floor:
         return [], None
     pairs: list[dict] = []
-    floors: list[dict] = []
+    floor: dict | None = None
     scratch = work / "pair.db"
-    for i in range(max(1, reps)):
+    for i in range(reps):
         b = first if i == 0 else build(scratch, root, env)
         f = build_baseline_tables(db, work, ("floor",))["floor"]
-        floors.append(f)
+        floor = floor or f
         mb = text_bytes / 1e6
         pairs.append({"build_s": b["build_s"], "cpu_s": b.get("cpu_s"), "floor_s": f["build_s"],
                       "floor_optimize_s": f["optimize_s"], "ratio": (mb / b["build_s"]) / f["text_mb_s"],
@@ -245,7 +245,7 @@ def build_pairs(db: Path, root: Path, env: dict, work: Path, text_bytes: int, re
               f"{pairs[-1]['ended_ratio']:.2f} with its optimize", flush=True)
     for suffix in ("", "-wal", "-shm", ".lock"):
         Path(f"{scratch}{suffix}").unlink(missing_ok=True)
-    return pairs, floors[0]
+    return pairs, floor
 
 
 def profile_top(path: Path, n: int = 15) -> str:
