@@ -232,11 +232,11 @@ def build_pairs(db: Path, root: Path, env: dict, work: Path, text_bytes: int, re
     pairs: list[dict] = []
     floor: dict | None = None
     scratch = work / "pair.db"
+    mb = text_bytes / 1e6
     for i in range(reps):
         b = first if i == 0 else build(scratch, root, env)
         f = build_baseline_tables(db, work, ("floor",))["floor"]
         floor = floor or f
-        mb = text_bytes / 1e6
         pairs.append({"build_s": b["build_s"], "cpu_s": b.get("cpu_s"), "floor_s": f["build_s"],
                       "floor_optimize_s": f["optimize_s"], "ratio": (mb / b["build_s"]) / f["text_mb_s"],
                       "ended_ratio": (mb / b["build_s"]) / f["ended_text_mb_s"]})
