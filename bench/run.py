@@ -301,7 +301,8 @@ def time_recall(db: Path, queries: list[dict], reps: int) -> list[dict]:
             ms, env = once(q)
             o.update(status=env.status, results=len(env.results), engine=env.diagnostics.engine,
                      candidates=env.diagnostics.candidates, sessions_scanned=env.diagnostics.sessions_scanned,
-                     ranked=env.diagnostics.ranked, ranked_of=env.diagnostics.ranked_of)
+                     ranked=env.diagnostics.ranked, ranked_of=env.diagnostics.ranked_of,
+                     ranked_of_more=env.diagnostics.ranked_of_more)
             if ms > QUERY_BUDGET_S * 1000 / reps:
                 o["reps"] = max(3, int(QUERY_BUDGET_S * 1000 / ms))
         # interleaved passes, so that a noisy moment on the machine spreads over all queries

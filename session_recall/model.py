@@ -213,6 +213,8 @@ class Diagnostics(_Out):
     # for its first page, of at most how many; both null when every candidate was.
     ranked: int | None = None
     ranked_of: int | None = None
+    ranked_of_more: bool = Field(default=False, description=(
+        "ranked_of is where counting stopped: each word of the query is in more messages than that"))
     terms: list[str] = Field(default_factory=list)
     reranked: list[str] = Field(default_factory=list)
     index_freshness: dict[str, str | int | None] = Field(default_factory=dict)

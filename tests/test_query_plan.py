@@ -52,6 +52,33 @@ def test_a_frequent_term_ranks_its_newest_window_first_and_still_reaches_every_m
     assert "ranking" in run.gaps
 
 
+def test_the_count_of_a_frequent_query_stops_at_its_cap(proj, tmp_path, corpus, monkeypatch):
+    """ranked_of is counted up to plan_count_cap rows a word (or the first
+    window, if larger): past it the envelope says so (ranked_of_more) and the
+    gap says that each word is in more messages; the matches are the same."""
+    other = tmp_path / "other"
+    other.mkdir()
+    _ledgers(corpus, proj, other)
+    ix = corpus.open()
+    whole, _ = _hits(ix, "ledger")
+    set_ranking(monkeypatch, ix, plan_window=5, plan_growth=2, fts_first_page=2, plan_count_cap=6)
+    hits, run = _hits(ix, "ledger")
+    assert sorted(h.rowid for h in hits) == sorted(h.rowid for h in whole)  # 24: every match still read
+    assert (run.ranked_of, run.ranked_of_more, run.ranked) == (6, True, 24)
+    assert "more than 6 messages" in run.gaps["ranking"]
+    env = ix.recall("ledger", all_projects=True, limit=5)
+    assert (env.diagnostics.ranked_of, env.diagnostics.ranked_of_more) == (6, True) and env.diagnostics.ranked >= 5
+    # a cap below the first window counts up to the window: 5 of more than 5
+    set_ranking(monkeypatch, ix, plan_window=5, plan_growth=2, fts_first_page=2, plan_count_cap=1)
+    env = ix.recall("ledger", all_projects=True, limit=5)
+    assert (env.diagnostics.ranked_of, env.diagnostics.ranked_of_more) == (5, True)
+    # a cap the count does not reach: the count itself, as without one
+    set_ranking(monkeypatch, ix, plan_window=5, plan_growth=2, fts_first_page=2, plan_count_cap=24)
+    env = ix.recall("ledger", all_projects=True, limit=5)
+    assert (env.diagnostics.ranked_of, env.diagnostics.ranked_of_more) == (24, False)
+    assert "of at most 24 candidates" in env.gaps["ranking"]
+
+
 def test_a_window_is_ranked_a_page_at_a_time(proj, tmp_path, corpus, monkeypatch):
     """A window's ranking statement asks for the first page (a top-N sort),
     not for every candidate of the window joined and sorted: a caller that

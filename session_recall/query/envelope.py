@@ -75,6 +75,7 @@ def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, que
                        scan_budget=scan_budget if run.engine != "fts" and run.engine != "none" else 0,
                        candidates=run.candidates, reranked=run.reranked, index_freshness=freshness,
                        ranked=run.ranked if run.ranked_of is not None else None, ranked_of=run.ranked_of,
+                       ranked_of_more=run.ranked_of_more,
                        terms=kw.pop("terms", []))
     return Envelope(query=query, question=question, status=status, hint=hint, gaps=run.gaps,
                     diagnostics=diag, **kw)

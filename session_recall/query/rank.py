@@ -140,6 +140,12 @@ class Ranking:
     plan_window: int = 2048
     plan_growth: int = 4
     plan_max_window: int = 32768
+    # How many candidates a windowed query reports (diagnostics.ranked_of) is
+    # counted up to plan_count_cap rows a word (or the first window, if it
+    # is larger); past that, `ranked_of_more`. The exact count read every row
+    # of the word, a cost that grew with history while the window's did not
+    # (`the` 7.4 ms, `是` 4.7 ms of its 12 at 1 GB; docs/benchmarks.md).
+    plan_count_cap: int = 8192
     # Partial matches (no message has every term) are looked for only in queries
     # of at most this many terms: each candidate of the ORed terms is checked for
     # every term, and a pasted 100 KB query of thousands of terms would take minutes.

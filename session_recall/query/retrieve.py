@@ -102,9 +102,11 @@ class Run:
     sessions_scanned: int = 0
     reranked: list[str] = field(default_factory=list)
     gaps: dict[str, str] = field(default_factory=dict)
-    # the bounded plan (Retriever.windowed): candidates ranked, of at most how many
+    # the bounded plan (Retriever.windowed): candidates ranked, of at most how
+    # many; ranked_of_more: the count stopped there (each word is in more rows)
     ranked: int = 0
     ranked_of: int | None = None
+    ranked_of_more: bool = False
 
 
 @dataclass
@@ -414,7 +416,7 @@ class Retriever:
         return sum(per_term) if any_term else min(per_term)
 
     def windowed(self, expr: str, scope_sql: str, params: list, run: Run, first: int,
-                 bound: Callable[[], int]) -> Iterator[tuple]:
+                 bound: Callable[[int], int]) -> Iterator[tuple]:
         """The bounded plan of a frequent query (at most `bound` candidates,
         more than Ranking.plan_window): its candidates in windows of row ids,
         newest first (row ids follow the order messages were indexed in:
@@ -427,9 +429,12 @@ class Retriever:
         on to the oldest. Every candidate is still read and verified, so the
         matches are exactly those of the whole plan; what the plan bounds is
         which candidates one ranking compares. `run.ranked` counts the
-        candidates of the windows opened, `run.ranked_of` is `bound()`
-        (candidates_bound: a count that reads every row of the rarest
-        token), asked only when the first window leaves candidates out.
+        candidates of the windows opened, `run.ranked_of` is `bound(cap)`
+        (candidates_bound, each token counted up to `cap` rows: the larger of
+        Ranking.plan_count_cap and the first window, plus one), asked only
+        when the first window leaves candidates out; when the count reaches
+        the cap, ranked_of is the cap and `run.ranked_of_more` says that each
+        word of the query is in more rows than that.
         (Every token of the query having more than plan_window rows, a
         phrase or an AND of them may still have fewer: then the first
         window holds them all, and they are ranked at once, as below.)"""
@@ -460,9 +465,15 @@ class Retriever:
                 if len(rows) < first and not last and size < r.plan_max_window:
                     size = min(size * r.plan_growth, r.plan_max_window)  # too few in scope: a wider window
                     continue
-                run.ranked_of = max(bound(), n) if not last else n
-                if not last:
-                    run.gaps["ranking"] = E_RANKING_GAP.format(ranked=n, bound=run.ranked_of)
+                if last:
+                    run.ranked_of = n
+                else:
+                    limit = max(r.plan_count_cap, n)
+                    counted = bound(limit + 1)
+                    run.ranked_of_more = counted > limit
+                    run.ranked_of = limit if run.ranked_of_more else max(counted, n)
+                    run.gaps["ranking"] = (E_RANKING_GAP_MORE if run.ranked_of_more else E_RANKING_GAP).format(
+                        ranked=n, bound=run.ranked_of)
                 first_window = False
             run.ranked += n
             yield from rows
@@ -552,7 +563,8 @@ class Retriever:
         bound = (self.candidates_bound(indexed, any_term, cap=window + 1)
                  if first is not None and bm25 is None and not self.settings.pinned_cwds and not any_term else None)
         if first is not None and bound is not None and bound > window:
-            rows = self.windowed(expr, scope_sql, params, run, first, lambda: self.candidates_bound(indexed, any_term))
+            rows = self.windowed(expr, scope_sql, params, run, first,
+                                 lambda cap: self.candidates_bound(indexed, any_term, cap=cap))
         else:
             # A bound of 0: no candidate (a term the index holds nowhere).
             rows = self.fts(expr, scope_sql, params, run, first=first, bm25=bm25, empty=bound == 0)
@@ -583,6 +595,9 @@ class Retriever:
 
 E_RANKING_GAP = ("a frequent query: its page was ranked among the {ranked:,} most recently indexed of at most "
                  "{bound:,} candidates; older matches follow on later pages, ranked among themselves")
+E_RANKING_GAP_MORE = ("a frequent query: its page was ranked among the {ranked:,} most recently indexed of its "
+                      "candidates (each of its words is in more than {bound:,} messages); older matches follow on "
+                      "later pages, ranked among themselves")
 _COLS = "m.id, m.session, m.turn_id, m.ts, NULL, NULL, 0"
 # The covering index (migration m005): SQLite would look each match up in the
 # table itself, one wide page per row.
