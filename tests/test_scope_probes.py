@@ -189,6 +189,9 @@ class Machine:
             ({"deny_cwds": [str(d["ab-c"])]}, frozenset({"ab-c"})),
             ({"allow_cwds": [str(src)], "deny_cwds": [str(d["secret"])]}, secret | outside),
             ({"allow_cwds": [str(src)]}, outside),
+            # an allowlist keeps out what it does not cover, and with it every session sharing
+            # a source and id with one it keeps out (the sub-agent that `cd`ed into own)
+            ({"allow_cwds": [str(d["own"])]}, frozenset(set(self.label.values()) - {"own"})),
         ]
 
 

@@ -29,7 +29,7 @@ from ..rows import one
 from ..text.fold import HAS_CJK, literal_forms, literal_pairs, match_text
 from ..text.tokens import TOKENIZER_VERSION
 from . import rank
-from .gates import Scope, session_path
+from .gates import Scope, cwd_permitted
 from .match import held, needs_collapse
 from .parse import Term, fts_phrase, fts_query, fts_quote
 from .rank import Ranking
@@ -213,16 +213,16 @@ class Retriever:
         return (" AND " + " AND ".join(clauses)) if clauses else "", params
 
     def denied_twins(self) -> set[int]:
-        """Sessions that share their source and id with a session in a denied
-        folder. A harness records each file's cwd, and a sub-agent started
-        after a `cd` records another one than its parent's: its messages are
-        the parent session's (contract §2.1) and stay out with it. Fails
-        closed: a true twin in another project is hidden too (docs/recall.md)."""
-        if not self.settings.deny_cwds:
+        """Sessions that share their source and id with a session the lists
+        keep out (a denied folder, or one outside a non-empty allowlist). A
+        harness records each file's cwd, and a sub-agent started after a `cd`
+        records another one than its parent's: its messages are the parent
+        session's (contract §2.1) and stay out with it. Fails closed: a true
+        twin in another project is hidden too (docs/recall.md)."""
+        if not (self.settings.deny_cwds or self.settings.allow_cwds):
             return set()
-        rules = self.settings.path_rules()
         denied = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
-                  if (p := session_path(c)) is not None and rules.denied(p)]
+                  if not cwd_permitted(c, self.settings)]
         if not denied:
             return set()
         return {row for (row,) in self.conn.execute(
