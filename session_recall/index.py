@@ -19,7 +19,7 @@ from .indexer.sources import default_folders
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import Engine, Located
-from .query.gates import Confirm, Scope, project_of_recorded, project_roots, why_wide
+from .query.gates import Confirm, Scope, cwd_permitted, project_of_recorded, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Filters, Run
 from .rows import one
@@ -213,10 +213,19 @@ class Index:
     def projects(self) -> list[dict]:
         """The indexed projects: each root (the top of the git work tree that
         holds a session's recorded cwd, else that cwd), its sessions and
-        their last activity, most recent first: the roots to pass as `cwd`."""
+        their last activity, most recent first: the roots to pass as `cwd`.
+        The allow- and denylists apply as to every search: a session they keep
+        out (or its twin, docs/recall.md) is in no project listed."""
         by_root: dict[str, dict] = {}
-        for cwd, n, last in self.store.reader.execute(
-                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)) FROM sessions GROUP BY cwd"):
+        with self.store.reader:
+            out = self.engine.retriever.denied_twins()
+            rows = list(self.store.reader.execute(
+                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)) FROM sessions "
+                "WHERE id NOT IN (SELECT value FROM json_each(?)) GROUP BY cwd",
+                (orjson.dumps(sorted(out)).decode(),)))
+        for cwd, n, last in rows:
+            if (self.settings.allow_cwds or self.settings.deny_cwds) and not cwd_permitted(cwd, self.settings):
+                continue
             root = project_of_recorded(cwd)
             p = by_root.setdefault(root, {"root": root, "sessions": 0, "last_activity": None})
             p["sessions"] += n

@@ -115,6 +115,14 @@ def test_projects_lists_the_roots_with_sessions_and_last_activity(tmp_path, reca
     assert set(by_root) == {str(repo), "/srv/elsewhere"}
     assert by_root[str(repo)]["sessions"] == 2 and by_root["/srv/elsewhere"]["sessions"] == 1
     assert all(p["last_activity"] for p in listed)
+    # the lists apply: a folder they keep out is no project listed, in either list
+    for lists in ('deny_cwds = ["/srv/elsewhere"]', f'allow_cwds = ["{repo}"]'):
+        (tmp_path / "config.toml").write_text(lists + "\n")
+        listed = json.loads(recall("projects", "--json").stdout)
+        assert [(p["root"], p["sessions"]) for p in listed] == [(str(repo), 2)], lists
+    (tmp_path / "config.toml").write_text(f'deny_cwds = ["{repo}/src"]\n')
+    assert [(p["root"], p["sessions"]) for p in json.loads(recall("projects", "--json").stdout)
+            if p["root"] == str(repo)] == [(str(repo), 1)]
 
 
 def test_index_while_watch_runs_hands_the_source_to_the_watcher(tmp_path, recall, recall_cmd, env, canonical,
