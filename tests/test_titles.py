@@ -97,6 +97,25 @@ def test_a_summary_titles_the_session_of_its_leaf_whichever_log_is_read_first(tm
         assert titles(ix) == EXPECTED
 
 
+@pytest.mark.parametrize("order", ["summary first", "leaf first", "together"])
+def test_a_summary_in_another_project_folder_titles_nothing(tmp_path, order):
+    """A log in one project's folder must not title a session of another
+    (its text would show in that project's results and get past a denylist):
+    a summary names a leaf of its own folder, sub-agents below it included."""
+    plan, _flaky, _bare = claude_logs(tmp_path / "projects")
+    other = jsonl(tmp_path / "projects" / "-home-ada-other" / "dddddddd-0000-4000-8000-00000000000d.jsonl", [
+        {"type": "summary", "summary": "Written in the other project", "leafUuid": "p-a1"},
+        {"type": "summary", "summary": "Nor through a sub-agent", "leafUuid": "w-u1"},
+    ])
+    with Index.open(tmp_path / "recall.db") as ix:
+        if order == "together":
+            ix.sync([str(tmp_path / "projects")], kind="claude-code")
+        else:
+            ix.sync([str(other if order == "summary first" else plan)], kind="claude-code")
+            ix.sync([str(tmp_path / "projects")], kind="claude-code")
+        assert titles(ix) == EXPECTED
+
+
 def test_a_summary_does_not_outrank_a_title_of_higher_rank_from_another_log(tmp_path):
     plan, _flaky, _bare = claude_logs(tmp_path / "projects")
     with open(plan, "ab") as fh:  # the user named the session (written after the resumed log's summary was)

@@ -8,6 +8,7 @@ Secrets are redacted here, before anything is written.
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections import Counter
 from dataclasses import dataclass
@@ -269,22 +270,35 @@ class Writer:
             "ON CONFLICT(source, leaf) DO UPDATE SET title = excluded.title, rank = excluded.rank, "
             "file_id = excluded.file_id", (source, ev.leaf, title, ev.rank, file_id))
         self._leaves = True
+        folder = self._folder(file_id)
         row = self.conn.execute(
-            "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session "
-            "WHERE m.message_id = ? AND s.source = ? ORDER BY m.id LIMIT 1", (ev.leaf, source)).fetchone()
+            "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session JOIN files f ON f.id = m.file_id "
+            "WHERE m.message_id = ? AND s.source = ? AND substr(f.path, 1, ?) = ? ORDER BY m.id LIMIT 1",
+            (ev.leaf, source, len(folder), folder)).fetchone()
         if row is not None:
             self._title(row[0], title, ev.rank)
 
-    def _leaf_of(self, source: str, session: int, message_id: str) -> None:
+    def _leaf_of(self, source: str, session: int, message_id: str, file_id: int) -> None:
         """A new message that a waiting title names: its session takes it."""
         if self._leaves is None:
             self._leaves = self.conn.execute("SELECT 1 FROM leaf_titles LIMIT 1").fetchone() is not None
         if not self._leaves:
             return
-        row = self.conn.execute("SELECT title, rank FROM leaf_titles WHERE source = ? AND leaf = ?",
+        row = self.conn.execute("SELECT title, rank, file_id FROM leaf_titles WHERE source = ? AND leaf = ?",
                                 (source, message_id)).fetchone()
-        if row is not None:
+        if row is not None and row[2] is not None and self._path(file_id).startswith(self._folder(row[2])):
             self._title(session, row[0], row[1])
+
+    def _path(self, file_id: int) -> str:
+        return one(self.conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)))[0]
+
+    def _folder(self, file_id: int) -> str:
+        """The folder of a log, as a prefix of the paths of the logs in it and
+        below it. A title by leaf (a Claude Code `summary`) names a message of
+        a log in its own project folder (`<root>/<project>/`, sub-agents
+        below it), never of another project's: a log in one folder must not
+        title, or be seen through, a session of another (docs/formats.md)."""
+        return os.path.dirname(self._path(file_id)) + os.sep
 
     def _prompt(self, session: int, text: str) -> None:
         """The first prompt of a session names it while it has no title."""
@@ -359,7 +373,7 @@ class Writer:
             self._bodies[rowid] = body
             if ev.prompt and ev.settled:
                 self._prompt(session, text)
-            self._leaf_of(source, session, ev.message_id)
+            self._leaf_of(source, session, ev.message_id, file_id)
             return
         self._next_seq[session] -= 1  # the seq was not used
         rowid, old_settled, old_text, old_file, old_ntok = one(self.conn.execute(

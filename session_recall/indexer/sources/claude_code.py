@@ -15,8 +15,8 @@ Every line names its session (`sessionId`); sub-agent lines name their
 parent's, so they land in the parent session with ids of their own. A session's
 cwd is the one of the first line that opened it in the file. `ai-title` and
 `custom-title` lines title the session they name; a `summary` titles the
-session that holds the message its `leafUuid` names, whichever log that is
-(a user's custom title outranks an AI title, which outranks a summary). A
+session that holds the message its `leafUuid` names, whichever log of the
+same project folder that is (a user's custom title outranks an AI title, which outranks a summary). A
 session without a title is named by its first prompt.
 """
 
