@@ -17,7 +17,9 @@ from ..text.redact import is_secret_key
 # 3: titles: a Claude Code summary titles the session of its `leafUuid`; Codex
 #    names from session_index.jsonl; the first prompt names an untitled session.
 # 4: the first prompt also names an untitled Gemini CLI or Pi session.
-PROJECTION_VERSION = 4
+# 5: a Claude Code summary titles only a leaf in its own project folder (an
+#    index built before may hold a title written in another project's log).
+PROJECTION_VERSION = 5
 
 # ECMA-48 escape sequences, which tools print to colour, move the cursor or
 # title the terminal window: not text. In order: a control sequence (CSI:
