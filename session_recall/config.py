@@ -92,6 +92,12 @@ class Settings(BaseSettings):
     def model_post_init(self, context) -> None:
         self.path_rules()  # the lists are resolved when the configuration is read
 
+    def confines(self) -> bool:
+        """Whether some caller may be kept from some project: a list, or an
+        all_projects policy other than allow (docs/recall.md, "What a
+        confined caller can learn")."""
+        return bool(self.allow_cwds or self.deny_cwds) or self.all_projects != "allow"
+
     def path_rules(self) -> PathRules:
         """allow_cwds, deny_cwds and pinned_cwds in both spellings (as written
         and resolved), worked out once: a symlink re-pointed later does not

@@ -47,6 +47,27 @@ def test_a_cursor_made_before_a_sync_added_messages_is_stale(proj, corpus):
     assert sum(len(p.results) for p in pages) == 6
 
 
+@pytest.mark.parametrize("settings", [{"deny_cwds": ["/srv/hidden"]}, {"all_projects": "deny"}])
+def test_a_confined_callers_cursor_goes_stale_with_its_scope_only(proj, corpus, settings):
+    """A confined caller's cursor is made over what it may search: a pass that
+    writes only out of its reach leaves it paging (its staleness would say that
+    something was written there), one that writes in its scope makes it stale."""
+    sessions = [corpus.session(f"s{i}", proj) for i in range(5)]
+    for i, s in enumerate(sessions):
+        s.message("m1", f"invoice {i}")
+    hidden = corpus.session("h1", "/srv/hidden")
+    hidden.message("m1", "invoice hidden")
+    ix = corpus.open(**settings)
+    first = ix.recall("invoice", cwd=str(proj), limit=2)
+    hidden.message("m2", "another hidden invoice", turn_id="t2")
+    corpus.sync(ix)
+    assert ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor).status == "ok"
+    assert first.diagnostics.index_freshness["last_indexed_at"] is None  # a pass anywhere would move it
+    sessions[0].message("m2", "a new invoice arrived", turn_id="t2")
+    corpus.sync(ix)
+    assert ix.recall("invoice", cwd=str(proj), limit=2, cursor=first.next_cursor).status == "stale_cursor"
+
+
 def test_pages_are_disjoint_and_in_the_order_of_one_big_page(proj, corpus):
     """Each session holds at most ceil(limit/3) hits, so the quota does not
     bind and one big page is the same ranking."""

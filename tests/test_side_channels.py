@@ -48,7 +48,7 @@ def build(root, loud: bool) -> Corpus:
     app = corpus.session("a1", APP, title="zoo notes")
     for i in range(12):
         app.message(f"m{i}", f"the zebra stripes note {i} " + "filler " * (i % 5),
-                    role="user" if i % 2 else "assistant")
+                    role="user" if i % 2 else "assistant", turn_id=f"t{i // 2}")
     app.message("m20", "斑马 在 动物园", role="user")
     app.message("m21", "plain words without animals")
     for name, cwd in (("d1", DENIED), ("o1", OTHER)):
@@ -59,13 +59,21 @@ def build(root, loud: bool) -> Corpus:
     return corpus
 
 
-def envelopes(corpus: Corpus, **settings) -> list[dict]:
+def envelopes(corpus: Corpus, later: bool = False, **settings) -> list[dict]:
+    """Every query's envelope but its time. `later`: the hidden project is
+    written to once more, by a pass of its own, before the queries (a
+    watcher's pass, an index's generation, a cursor's). A confined caller's
+    freshness is compared too: it must not move with that pass."""
     ix = corpus.open(**settings)
+    if later:
+        corpus.session("d2", DENIED).message("m1", "zebra giraffe written later")
+        corpus.sync(ix)
     out = []
     for q in QUERIES:
         env = ix.recall(cwd=APP, **q).model_dump()
         env["diagnostics"].pop("elapsed_ms")
-        env["diagnostics"].pop("index_freshness")
+        if not settings:
+            env["diagnostics"].pop("index_freshness")
         out.append(env)
     return out
 
@@ -82,8 +90,9 @@ CONFINED = [
 def test_a_confined_caller_gets_the_same_envelopes_whatever_the_hidden_project_holds(tmp_path, isolated_settings,
                                                                                      settings):
     quiet = envelopes(build(tmp_path / "quiet", loud=False), **settings)
-    loud = envelopes(build(tmp_path / "loud", loud=True), **settings)
+    loud = envelopes(build(tmp_path / "loud", loud=True), later=True, **settings)
     assert any(e["results"] for e in quiet), "the queries must find something in the caller's project"
+    assert any(e["next_cursor"] for e in quiet), "a cursor must be compared"
     for q, a, b in zip(QUERIES, quiet, loud):
         assert a == b, q
 

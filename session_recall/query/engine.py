@@ -12,6 +12,7 @@ every recall in one read transaction.
 from __future__ import annotations
 
 import functools
+import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -91,12 +92,23 @@ class Engine:
     def _pinned(self, cwd: str) -> int:
         return rank.pinned(self.settings, cwd)
 
-    def generation(self) -> int:
-        return read_generation(self.conn)
+    def generation(self, scope: Scope | None = None) -> int:
+        """What a cursor must see unchanged to page on: the index's count of
+        batches written; for a confined caller (Retriever.universe), the
+        sessions it may search, their messages and tokens, so that neither a
+        cursor nor its staleness moves with what is written out of its reach."""
+        universe = self.retriever.universe(scope) if scope is not None else None
+        if universe is None:
+            return read_generation(self.conn)
+        sql, params = universe
+        row = one(self.conn.execute(
+            f"SELECT count(*), total(n_messages), total(n_tokens) FROM sessions s WHERE 1 = 1{sql}", params))
+        return int.from_bytes(hashlib.blake2b(orjson.dumps(row), digest_size=7).digest(), "big")
 
     def _envelope(self, t0: float, query: str, question: str | None, status: Status, hint: str, run: Run | None = None,
                   **kw) -> Envelope:
-        return E.envelope(self.conn, self.settings.scan_budget_sessions, t0, query, question, status, hint, run, **kw)
+        return E.envelope(self.conn, self.settings.scan_budget_sessions, t0, query, question, status, hint, run,
+                          confined=self.settings.confines(), **kw)
 
     def refusal(self, query: str, question: str | None, t0: float | None = None) -> Envelope | None:
         """The refusal of a credential-shaped query or question, else None.
@@ -163,7 +175,7 @@ class Engine:
         key = E.cursor_key(q=query, qs=question, a=all_projects, c=scope.roots, s=session_id, l=limit,
                            **({"f": filters.key()} if filters else {}))
         offset = 0
-        generation = self.generation()
+        generation = self.generation(scope)
         if cursor:
             cur = E.read_cursor(cursor)
             if (stale := E.cursor_hint(cur, key, generation)) is not None:

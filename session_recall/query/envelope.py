@@ -64,11 +64,16 @@ def cursor_hint(cur: dict | None, key: str, generation: int) -> str | None:
 
 
 def envelope(conn: apsw.Connection, scan_budget: int, t0: float, query: str, question: str | None, status: Status,
-             hint: str, run: Run | None = None, **kw) -> Envelope:
+             hint: str, run: Run | None = None, *, confined: bool = False, **kw) -> Envelope:
     """The envelope of an answer, its diagnostics read from `run` and the
-    index's freshness from `conn`."""
+    index's freshness from `conn`. `confined`: the settings keep some caller
+    from some project (Settings.confines); the time of the last pass is then
+    not given (null), since a watcher's pass follows what is written in any
+    project, out of the caller's reach too."""
     run = run or Run()
     last, sources = one(conn.execute("SELECT max(last_indexed_at), count(*) FROM sources"))
+    if confined:
+        last = None
     freshness: dict[str, Any] = {"last_indexed_at": last, "sources": sources}
     diag = Diagnostics(engine=run.engine, elapsed_ms=round((time.perf_counter() - t0) * 1000, 3),
                        sessions_scanned=run.sessions_scanned,
