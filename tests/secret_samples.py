@@ -74,7 +74,7 @@ for _kind, _text, _secret in SAMPLES:
 # the documented formats of crates.io and NuGet keys; the syntaxes PHP, Ruby,
 # Go, XML configs, SQL, PowerShell, mysql and curl write credentials in),
 # each in a sentence that holds no other trigger of its kind. Redactor
-# version 2 stored every one of them. (text, the secret)
+# version 2 stored every one of them (the last rows: version 3). (text, the secret)
 _HEX = "0123456789abcdef"
 _LOW = string.ascii_lowercase + string.digits
 
@@ -106,4 +106,25 @@ OUTSIDE: list[tuple[str, str]] = [
     _outside("ALTER ROLE app WITH PASSWORD '{}';", _body(16)),
     _outside('$cred = ConvertTo-SecureString "{}" -AsPlainText -Force', _body(16)),
     _outside('{{"Authorization": ["Basic {}"]}}', _body(32, _B64)),
+    # Redactor version 3 stored these (shapes of gitleaks' and trufflehog's
+    # rules, and the syntaxes of the tools named; a review's outside probe
+    # found them): provider heads it did not know, camel-case and short
+    # password keys, typed declarations, ODBC braces, calls and command lines
+    # that take a password, cookies, presigned URLs, webhooks.
+    _outside("the new token dckr_oat_{} works", _body(32)),
+    _outside("PINECONE_API=pcsk_{}", _body(40)),
+    _outside("langsmith said lsv2_pt_{}", _body(40)),
+    _outside("join with tskey-auth-{}", _body(24)),
+    _outside("dbPass: '{}'", _body(16)),
+    _outside("adminPwd={}", _body(16)),
+    _outside("DB_PW={}", _body(16)),
+    _outside('db_password: str = "{}"', _body(16)),
+    _outside("Server=db;UID=sa;PWD={{{};}};", _body(16)),
+    _outside('requests.get(url, auth=("ada", "{}"))', _body(16)),
+    _outside("openssl rsa -in k.pem -passin pass:{} -out k2.pem", _body(16)),
+    _outside("redis-cli -h cache -a {} ping", _body(16)),
+    _outside("< Set-Cookie: sessionid={}; Path=/", _body(32, _LOW)),
+    _outside("https://b.s3.amazonaws.com/k?X-Amz-Signature={}", _body(64, _HEX)),
+    _outside("https://acme.webhook.office.com/webhookb2/a@b/IncomingWebhook/{}/1c2d3e4f-5a6b-7c8d-9e0f-a1b2c3d4e5f6",
+             _body(32, _HEX)),
 ]

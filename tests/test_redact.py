@@ -177,6 +177,37 @@ def test_a_json_value_under_a_secret_key_is_redacted_in_tool_arguments(key):
     assert value not in out and "shop" in out
 
 
+@pytest.mark.parametrize("args", [
+    {"url": "https://api.example.org", "headers": {"Authorization": "Basic ZGVwbG95Om{v}"}},
+    {"headers": {"Authorization": "token {v}"}},
+    {"headers": {"Cookie": "_app_session={v}"}},
+    {"env": [{"name": "DB_PASSWORD", "value": "{v}"}, {"name": "REGION", "value": "eu"}]},  # Kubernetes, ECS
+    {"db_password": {"sensitive": True, "type": "string", "value": "{v}"}},  # terraform output -json
+    {"fields": [{"id": "password", "type": "CONCEALED", "value": "{v}"}]},  # 1Password's op item get
+    {"Name": "prod/db", "SecretString": "{v}"},  # AWS Secrets Manager
+])
+def test_a_json_secret_named_by_its_header_sibling_or_parent_is_redacted(args):
+    """A credential a JSON object names other than by its own key: an HTTP
+    header's (`Authorization`, `Cookie`), a sibling's (`name`, `id`), or the
+    key above the object that holds it."""
+    value = "Xk9fVxT2Lm8Kp3Wn7Zs4"
+    doc = json.loads(json.dumps(args).replace("{v}", value))
+    out, n = R.Redactor(KEY).redact(project("tool_call", json.dumps(doc), "WebFetch"))
+    assert value not in out and n >= 1, out
+
+
+@pytest.mark.parametrize("text", [
+    "kotlin_api_reference_documentation_generator", "get_api_org_members_for_current_user",
+    "test_disk_test_benchmarks_suite", "network_live_migration", "monthly_highs_and_lows_by_ticker_symbol",
+    "pip install sk-learn-compatible-estimators", "dbPassword is read from the vault", "bypass: the cache\n",
+])
+def test_identifiers_that_hold_a_providers_head_stay_readable(text):
+    """Words that happen to begin, or hold, a provider's head (`lin_api_`,
+    `api_org_`, `sk_test_`, `rk_live_`, `ghs_`, `sk-`) are no token: their body
+    is lower-case words, not random."""
+    assert R.Redactor(KEY).redact(text) == (text, 0)
+
+
 PLACEHOLDERS = ["${DB_PASS}", "$TOKEN", "<token>", "<your-api-key>", "your-key-here", "xxxx", "XXXXXXXX", "***",
                 "changeme", "{{ secrets.TOKEN }}", "%API_KEY%", "REDACTED", "sk-...", "os.environ['X']", "null"]
 
@@ -297,18 +328,18 @@ def test_the_ids_and_times_kept_without_the_table_hold_no_secret(plain_id: str, 
     """Redactor.redact_key and holds_secret keep a lower-case hex id and an
     ISO 8601 time without running the table: no kind can match one. The
     only triggers written in those letters are heads of upper-case kinds
-    (`ACCA`, `EAAA`, 21 `A`s), which match no lower-case text."""
+    (`ACCA`, `EAAA`, `EAAC`, `BBDC-`, 21 `A`s), which match no lower-case text."""
     assert R._spans(plain_id) == [] and R._spans(ts) == []
     # (every way a trigger can sit in such an id: after one letter, a hex
     # digit or a group's dash, before a digit, a dash or a block number)
     heads, tails = ["", "a", "a-", "a_", "a0", "0", "a0-", "0-", "a-0", "a_0", "0-0"], ["", "0", "-0", "#0", ":0", "0-0"]
     in_ids = {t for t in R._TRIGGERS if t != "\n" and any(R._PLAIN_ID.fullmatch(h + t + e) for h in heads for e in tails)}
-    assert in_ids == {"acca", "eaaa", "a" * 21}
+    assert in_ids == {"acca", "eaaa", "eaac", "bbdc-", "a" * 21}
     assert not [t for t in R._TRIGGERS if set(t) <= set("0123456789-tz:.+ ")]  # (a time, lowered)
     for t in in_ids:
         for i in R._TRIGGERS[t]:
             assert not R.TABLE[i].pattern.flags & re.IGNORECASE, R.TABLE[i].name
-            assert t.upper() in R.TABLE[i].pattern.pattern.replace("A{21}", "A" * 21), R.TABLE[i].name
+            assert re.escape(t.upper()) in R.TABLE[i].pattern.pattern.replace("A{21}", "A" * 21), R.TABLE[i].name
 
 
 def test_ids_holding_a_secret_are_stored_as_their_keyed_hash():

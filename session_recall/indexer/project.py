@@ -77,12 +77,45 @@ def _keyed(key: str, value: str) -> str:
     return f'"{key}": "{v}"'
 
 
+# Keys whose value is a credential in an HTTP header's syntax (`Basic ...`,
+# `sessionid=...`): kept beside the value so that the redactor reads it as
+# the header it is (a tool call's `headers`, an HTTP client's output).
+_HEADER_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+# A secret named by a sibling: `{"name": "DB_PASSWORD", "value": "..."}`
+# (Kubernetes and ECS env lists), `{"id": "password", "value": "..."}`
+# (1Password's items).
+_NAME_KEYS = ("name", "Name", "key", "Key", "id", "label")
+_VALUE_KEYS = frozenset({"value", "Value"})
+
+
 def _keyed_value(key: str) -> bool:
     """A string under this key keeps its key beside it in the text: a key
-    naming a secret (redacted whatever its shape), or any other `..._key`
-    (`dd_app_key`, `caKey`), whose value the redactor takes when it looks
-    random."""
-    return is_secret_key(key) or key[-3:].lower() == "key"
+    naming a secret (redacted whatever its shape), a header that carries a
+    credential, or any other `..._key` (`dd_app_key`, `caKey`), whose value
+    the redactor takes when it looks random."""
+    return is_secret_key(key) or key[-3:].lower() == "key" or key.lower() in _HEADER_KEYS
+
+
+def _dict_leaves(value: dict) -> list:
+    """A JSON object's values, in order, each string under a secret-naming
+    key written with its key (_keyed). A secret may be named by a sibling
+    (`{"name": "DB_PASSWORD", "value": ...}`) or by the key above an object
+    that holds it (Terraform's `{"db_password": {"sensitive": true, "value":
+    ...}}`)."""
+    named = next((n for k in _NAME_KEYS if isinstance(n := value.get(k), str) and is_secret_key(n)), None)
+    out: list = []
+    for k, v in value.items():
+        if isinstance(v, str):
+            if named is not None and k in _VALUE_KEYS:
+                out.append(_keyed(named, v))
+            else:
+                out.append(_keyed(k, v) if _keyed_value(k) else v)
+        elif isinstance(v, dict) and is_secret_key(k):
+            out.append({kk: _keyed(k, vv) if kk in _VALUE_KEYS and isinstance(vv, str) else vv
+                        for kk, vv in v.items()})
+        else:
+            out.append(v)
+    return out
 
 
 def _leaves(value, out: list[str]) -> None:
@@ -96,8 +129,7 @@ def _leaves(value, out: list[str]) -> None:
             if value:
                 out.append(value)
         elif isinstance(value, dict):
-            stack.extend(reversed([_keyed(k, v) if isinstance(v, str) and _keyed_value(k) else v
-                                   for k, v in value.items()]))
+            stack.extend(reversed(_dict_leaves(value)))
         elif isinstance(value, list):
             stack.extend(reversed(value))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
