@@ -297,6 +297,19 @@ def test_a_message_after_a_run_of_nul_bytes_is_indexed(kind, tmp_path, index):
     assert index.status()["skipped"] == {"nul_bytes": 3}
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_log_that_starts_with_a_byte_order_mark_keeps_its_first_line(kind, tmp_path, index):
+    """An editor or a Windows tool may write a UTF-8 byte order mark before
+    the first line: it is no part of the line, so the kind is still detected
+    and the first line's message is indexed, with nothing skipped."""
+    fmt = KINDS[kind]
+    path = write(tmp_path, fmt, "bom", [fmt.say("mid", "bommiddle stays")])
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    index.sync([str(tmp_path)])
+    assert_around(index, "bom")
+    assert index.status()["skipped"] == {}
+
+
 # --- invalid UTF-8 -------------------------------------------------------------------------------
 
 

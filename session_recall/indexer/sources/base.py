@@ -17,6 +17,8 @@ import orjson
 
 from ...model import Event
 
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark
+
 
 class Skip(Exception):
     """A line that is counted under `reason` and otherwise ignored."""
@@ -134,8 +136,10 @@ class Parser:
         self.redact: Callable[[str], str] = _redact_unkeyed
 
     def feed(self, line: bytes) -> list[Event]:
-        """The events of one line (any line: noise is recognised here too)."""
-        stripped = line.strip()
+        """The events of one line (any line: noise is recognised here too).
+        A byte order mark (a log written by an editor or a Windows tool) is
+        not part of the line: the first line keeps its message."""
+        stripped = line.strip().removeprefix(_BOM).lstrip()
         if not stripped:
             raise Skip("blank")
         if self.is_noise(stripped):
@@ -162,7 +166,7 @@ class Parser:
         """Whether a file whose first lines these are is of this kind."""
         for line in first_lines:
             try:
-                obj = orjson.loads(line)
+                obj = orjson.loads(line.strip().removeprefix(_BOM))
             except orjson.JSONDecodeError:
                 continue
             if isinstance(obj, dict) and cls.recognizes(obj):
