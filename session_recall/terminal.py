@@ -14,6 +14,8 @@ tabs stay (a CR before a line feed is dropped); JSON output is never touched.
 
 from __future__ import annotations
 
+import re
+
 _KEEP = {"\n", "\t"}
 _VISIBLE = {cp: f"^{chr(cp + 64)}" for cp in range(0x20) if chr(cp) not in _KEEP}
 _VISIBLE[0x7F] = "^?"
@@ -29,20 +31,40 @@ def visible(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_VISIBLE)
 
 
+_BACKTICKS = re.compile(r"`+")
+
+
+def _line(text: str) -> str:
+    """Text that must stay on its heading's or list item's line."""
+    return " ".join(text.split())
+
+
+def _fenced(text: str) -> list[str]:
+    """A message's text as a fenced code block whose fence is longer than
+    any run of backticks in it, so that nothing it holds (a line that reads
+    like the next message's heading, a fence of its own left open) can end
+    the block or pass for this document's structure: the headings are the
+    renderer's alone."""
+    fence = "`" * max(3, 1 + max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=0))
+    return [fence, text, fence]
+
+
 def markdown(env) -> str:
     """A whole session (the envelope of `recall show`) as Markdown: a heading
     with its title, its id, source, project and start, then each message under
-    its role and time. Control characters shown as in every human output."""
+    its role and time, its text in a fenced block (what a log holds is shown,
+    never read as Markdown: a message cannot forge another's heading).
+    Control characters shown as in every human output."""
     out: list[str] = []
     for r in env.results:
-        out += [f"# {r.title or r.session_id}", "",
-                f"- session: `{r.session_id}` ({r.source})", f"- project: `{r.cwd}`",
+        out += [f"# {_line(r.title or r.session_id)}", "",
+                f"- session: `{_line(r.session_id)}` ({r.source})", f"- project: `{_line(r.cwd)}`",
                 f"- started: {r.started_at or 'unknown'}", f"- messages: {len(r.passage.messages)}", ""]
         for m in r.passage.messages:
-            out += [f"## {m.role}" + (f" · {m.ts}" if m.ts else ""), ""]
+            out += [f"## {m.role}" + (f" · {_line(m.ts)}" if m.ts else ""), ""]
             if m.text:
-                out += [m.text, ""]
-            out += [f"*{mat.kind}: {mat.name} ({mat.bytes} bytes)*" for mat in m.materials]
+                out += [*_fenced(m.text), ""]
+            out += [f"- {mat.kind}: `{_line(mat.name)}` ({mat.bytes} bytes)" for mat in m.materials]
             if m.materials:
                 out.append("")
     if env.redacted:
