@@ -220,11 +220,11 @@ class Index:
         with self.store.reader:
             out = self.engine.retriever.denied_twins()
             rows = list(self.store.reader.execute(
-                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)) FROM sessions "
-                "WHERE id NOT IN (SELECT value FROM json_each(?)) GROUP BY cwd",
+                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)), cwd_links FROM sessions "
+                "WHERE id NOT IN (SELECT value FROM json_each(?)) GROUP BY cwd, cwd_links",
                 (orjson.dumps(sorted(out)).decode(),)))
-        for cwd, n, last in rows:
-            if (self.settings.allow_cwds or self.settings.deny_cwds) and not cwd_permitted(cwd, self.settings):
+        for cwd, n, last, links in rows:
+            if (self.settings.allow_cwds or self.settings.deny_cwds) and not cwd_permitted(cwd, self.settings, links):
                 continue
             root = project_of_recorded(cwd)
             p = by_root.setdefault(root, {"root": root, "sessions": 0, "last_activity": None})

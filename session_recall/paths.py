@@ -48,6 +48,17 @@ def resolved(path: str) -> str:
         return norm
 
 
+def through_links(cwd: str) -> str | None:
+    """A recorded cwd resolved through the symlinks that exist now, when that
+    differs from it (else None; None for a cwd that is not absolute). Taken
+    once, when a session is first indexed, and kept: the lists test it
+    beside the cwd as recorded (gates.cwd_permitted)."""
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        return None
+    r = resolved(cwd)
+    return r if r != cwd else None
+
+
 def key(path: str) -> str:
     """The form paths compare in: NFC, so that a name typed in NFD (as macOS
     hands some of them out) is the same name."""

@@ -17,7 +17,7 @@ import apsw
 import orjson
 
 from ..model import ForgetEvent, KeepEvent, LeafTitleEvent, MessageEvent, SessionEvent, TitleEvent
-from ..paths import recorded
+from ..paths import recorded, through_links
 from ..rows import one
 from ..text.redact import PENDING, Redactor
 from ..text.tokens import body_tokens, index_body, index_body_form
@@ -148,16 +148,18 @@ class Writer:
         # (the same for every read of it; Redactor.redact_key).
         session_id = self.redactor.redact_key(session_id)
         # The cwd is normalised here, once (lexically, never through symlinks):
-        # the gates compare it as stored (session_recall/paths.py). Normalising
+        # the gates compare it as stored (session_recall/paths.py); its
+        # spelling through the links of today is kept beside it, for the
+        # allow- and denylists (cwd_links, migration m012). Normalising
         # a normalised cwd changes nothing, so the two keys can share the cache.
         cwd = recorded(cwd)
         key = (source, cwd, session_id)
         row = self._sessions.get(key)
         if row is None:
             self.conn.execute(
-                "INSERT INTO sessions(source, cwd, session_id, started_at) VALUES (?, ?, ?, ?) "
+                "INSERT INTO sessions(source, cwd, session_id, started_at, cwd_links) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT(source, cwd, session_id) DO NOTHING",
-                (source, cwd, session_id, started_at),
+                (source, cwd, session_id, started_at, through_links(cwd)),
             )
             row = one(self.conn.execute(
                 "SELECT id FROM sessions WHERE source = ? AND cwd = ? AND session_id = ?", key

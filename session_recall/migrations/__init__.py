@@ -348,6 +348,23 @@ def m011_one_character_prefix_index(conn: apsw.Connection) -> None:
     conn.execute("INSERT INTO message_fts(message_fts) VALUES ('optimize')")
 
 
+@migration
+def m012_cwds_through_links(conn: apsw.Connection) -> None:
+    # A session's recorded cwd through the symlinks that existed when it was
+    # indexed (`cwd_links`; NULL when that is the cwd itself, or the cwd is
+    # not absolute). The allow- and denylists test both spellings, so a
+    # session recorded through a link into a denied folder is denied
+    # (docs/recall.md). Sessions indexed before get their cwd resolved
+    # through the links of the day this migration runs, once.
+    from .. import paths  # (the migrations stand below the rest of the package)
+
+    conn.execute("ALTER TABLE sessions ADD COLUMN cwd_links TEXT")
+    for (cwd,) in list(conn.execute("SELECT DISTINCT cwd FROM sessions")):
+        links = paths.through_links(cwd)
+        if links is not None:
+            conn.execute("UPDATE sessions SET cwd_links = ? WHERE cwd = ?", (links, cwd))
+
+
 def applied(conn: apsw.Connection) -> list[str]:
     conn.execute("CREATE TABLE IF NOT EXISTS _migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
     return [r[0] for r in conn.execute("SELECT name FROM _migrations ORDER BY name")]

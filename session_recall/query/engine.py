@@ -216,8 +216,9 @@ class Engine:
             return "empty_index", E.empty_index_hint()
         if session_id is not None:
             twins = self.retriever.denied_twins()
-            known = [r for r in self.conn.execute("SELECT cwd, id FROM sessions WHERE session_id = ?", (session_id,))
-                     if scope.covers(r[0], session_id, self.settings) and r[1] not in twins]
+            known = [r for r in self.conn.execute("SELECT cwd, id, cwd_links FROM sessions WHERE session_id = ?",
+                                                  (session_id,))
+                     if scope.covers(r[0], session_id, self.settings, r[2]) and r[1] not in twins]
             if not known:
                 return "unknown_session", E.unknown_session_hint(session_id, scope)
         return None
@@ -299,9 +300,9 @@ class Engine:
         `prefix`, else whose id starts with it; most recent first."""
         twins = self.retriever.denied_twins()
         rows = [r for r in self.conn.execute(
-            "SELECT id, source, cwd, session_id, coalesce(title, prompt), started_at FROM sessions "
+            "SELECT id, source, cwd, session_id, coalesce(title, prompt), started_at, cwd_links FROM sessions "
             "WHERE substr(session_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, id DESC", (prefix,))
-            if scope.covers(r[2], r[3], self.settings) and r[0] not in twins]
+            if scope.covers(r[2], r[3], self.settings, r[6]) and r[0] not in twins]
         exact = [r for r in rows if r[3] == prefix]
         return exact or rows
 
@@ -380,11 +381,11 @@ class Engine:
         verdict = decide_scope(self.settings, cwd=cwd, session_id=None, all_projects=all_projects, confirm=confirm,
                                caller_cwd=caller_cwd)
         row = self.conn.execute(
-            "SELECT s.id, coalesce(s.title, s.prompt), s.started_at, m.id FROM sessions s JOIN messages m ON m.session = s.id "
-            "WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
+            "SELECT s.id, coalesce(s.title, s.prompt), s.started_at, m.id, s.cwd_links FROM sessions s "
+            "JOIN messages m ON m.session = s.id WHERE s.source = ? AND s.cwd = ? AND s.session_id = ? AND m.message_id = ?",
             (source, scwd, session_id, message_id)).fetchone()
         # Out of scope and unknown read the same, so an anchor cannot probe other projects.
-        if (verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings)
+        if (verdict.scope is None or row is None or not verdict.scope.covers(scwd, session_id, self.settings, row[4])
                 or row[0] in self.retriever.denied_twins()):
             return self._envelope(t0, anchor, None, "unknown_anchor" if verdict.scope is not None else "denied",
                                   verdict.hint or E.anchor_out_of_scope_hint())

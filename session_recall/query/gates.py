@@ -37,13 +37,19 @@ def session_path(cwd: str) -> str | None:
     return paths.key(paths.recorded(cwd)) if os.path.isabs(cwd) else None
 
 
-def cwd_permitted(session_cwd: str, settings: Settings) -> bool:
-    """The allow- and denylists: deny wins; a non-empty allowlist must cover it."""
+def cwd_permitted(session_cwd: str, settings: Settings, links: str | None = None) -> bool:
+    """The allow- and denylists: deny wins; a non-empty allowlist must cover it.
+    `links`: the cwd through the symlinks that existed when the session was
+    indexed (sessions.cwd_links), tested too: each spelling must pass, so a
+    link can keep a session out of a list's reach, never let one in."""
     p = session_path(session_cwd)
     if p is None:
         return not settings.allow_cwds and not settings.deny_cwds
     rules = settings.path_rules()
-    return not rules.denied(p) and rules.allowed(p)
+    if rules.denied(p) or not rules.allowed(p):
+        return False
+    q = session_path(links) if links else None
+    return q is None or (not rules.denied(q) and rules.allowed(q))
 
 
 # --- the caller's project ---------------------------------------------------------
@@ -140,15 +146,15 @@ class Scope:
             return False
         return any(p == r if self.exact else paths.under(p, r) for r in self.roots)
 
-    def covers_cwd(self, session_cwd: str, settings: Settings) -> bool:
+    def covers_cwd(self, session_cwd: str, settings: Settings, links: str | None = None) -> bool:
         if self.kind == "project" and not self.in_root(session_cwd):
             return False
-        return cwd_permitted(session_cwd, settings)
+        return cwd_permitted(session_cwd, settings, links)
 
-    def covers(self, session_cwd: str, session_id: str, settings: Settings) -> bool:
+    def covers(self, session_cwd: str, session_id: str, settings: Settings, links: str | None = None) -> bool:
         if self.session_id is not None and session_id != self.session_id:
             return False
-        return self.covers_cwd(session_cwd, settings)
+        return self.covers_cwd(session_cwd, settings, links)
 
 
 @dataclass(frozen=True)

@@ -202,8 +202,12 @@ class Retriever:
             clauses.append("s.session_id = ?")
             params.append(scope.session_id)
         if scope.kind == "project" or self.settings.allow_cwds or self.settings.deny_cwds:
-            cwds = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
-                    if scope.covers_cwd(c, self.settings)]
+            # (a cwd recorded through a link that a list keeps out: every session of
+            # it is out, whichever the spelling it was first indexed through)
+            seen: dict[str, bool] = {}
+            for c, links in self.conn.execute("SELECT DISTINCT cwd, cwd_links FROM sessions"):
+                seen[c] = seen.get(c, True) and scope.covers_cwd(c, self.settings, links)
+            cwds = [c for c, ok in seen.items() if ok]
             clauses.append("s.cwd IN (SELECT value FROM json_each(?))")
             params.append(orjson.dumps(cwds).decode())
         twins = self.denied_twins()
@@ -221,8 +225,8 @@ class Retriever:
         twin in another project is hidden too (docs/recall.md)."""
         if not (self.settings.deny_cwds or self.settings.allow_cwds):
             return set()
-        denied = [c for (c,) in self.conn.execute("SELECT DISTINCT cwd FROM sessions")
-                  if not cwd_permitted(c, self.settings)]
+        denied = list(dict.fromkeys(c for c, links in self.conn.execute("SELECT DISTINCT cwd, cwd_links FROM sessions")
+                                    if not cwd_permitted(c, self.settings, links)))
         if not denied:
             return set()
         return {row for (row,) in self.conn.execute(
