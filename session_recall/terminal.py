@@ -219,6 +219,7 @@ _CLI_WORDS = [
     ("pass next_cursor", "repeat the search with --cursor"),
     ("page with next_cursor", "repeat the search with --cursor"),
     ("without session_id", "without --session"),
+    ("pass it as the cwd to search it", "search it with --cwd and that folder"),
     ("pass the cwd of", "pass --cwd with"),
     ("Pass the cwd of", "Pass --cwd with"),
     ("or with the cwd of one of them", "or with --cwd naming one of them"),

@@ -75,6 +75,28 @@ def test_a_project_with_nothing_indexed_says_so(tmp_path, proj, corpus):
     assert "no session" in unsearched.hint.lower() and unsearched.hint != searched.hint
 
 
+def test_a_caller_below_a_project_without_git_is_pointed_to_it(tmp_path, corpus):
+    """A user in a subfolder of a project that is no git work tree searches
+    that subfolder: its hint names the nearest folder above it with sessions
+    of its own, when the policy lets the caller search it without asking;
+    under `deny` it names neither that folder nor all_projects (both would
+    be refused)."""
+    project = tmp_path / "work" / "project"
+    deeper = project / "sub" / "deeper"
+    deeper.mkdir(parents=True)
+    corpus.session("s1", project).message("m1", "the font we picked is Inter")
+    corpus.session("s2", tmp_path / "work" / "other").message("m1", "another project's font")
+    env = corpus.open().recall("font", cwd=str(deeper))
+    assert env.status == "no_match" and "scope" in env.gaps
+    assert f"Sessions were indexed in {project}, above this folder" in env.hint and "all_projects" in env.hint
+    assert corpus.open().recall("font", cwd=str(project)).results  # and that folder answers
+    denied = corpus.open(all_projects="deny")
+    env = denied.recall("font", cwd=str(deeper))
+    assert "Sessions were indexed in" not in env.hint and "all_projects" not in env.hint, env.hint
+    env = denied.recall("typewriter", cwd=str(project))
+    assert env.status == "no_match" and "all_projects" not in env.hint, env.hint
+
+
 def test_an_unknown_session_is_a_hint(proj, corpus):
     corpus.session("s1", proj).message("m1", "font")
     env = corpus.open().recall("font", cwd=str(proj), session_id="s9")

@@ -21,6 +21,7 @@ from typing import overload
 import apsw
 import orjson
 
+from .. import paths
 from ..config import Settings
 from ..model import Envelope, Passage, PassageMessage, Result, Status
 from ..rows import one
@@ -30,7 +31,7 @@ from ..text.redact import find_secret
 from . import envelope as E
 from . import passages as P
 from . import rank
-from .gates import Confirm, Scope, decide_scope
+from .gates import Confirm, Scope, cwd_permitted, decide_scope, session_path, why_wide
 from .parse import QUESTION_MAX_CHARS, QueryTokenizer, Term
 from .rank import Ranker, Ranking, select
 from .retrieve import NO_FILTERS, Filters, Hit, Retriever, Run
@@ -282,16 +283,33 @@ class Engine:
         f = run.filters
         named = [name for name, given in (("role", f.roles), ("source", f.sources), ("since", f.since),
                                           ("until", f.until)) if given]
-        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named)
+        policy = self.settings.all_projects
+        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named, policy)
         scope_sql, params = self.retriever.scope_sql(scope)
         if not offset and not one(self.conn.execute(
                 f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params))[0]:
             # Nothing was searched: not the same answer as "searched, found nothing".
             run.gaps["scope"] = E.scope_gap(scope)
-            hint = E.nothing_indexed_hint(scope)
+            hint = E.nothing_indexed_hint(scope, policy, self._indexed_above(scope) if policy == "allow" else None)
         if offset:
             hint = E.last_page_hint()
         return hint
+
+    def _indexed_above(self, scope: Scope) -> str | None:
+        """The nearest folder above a project scope's root that holds sessions
+        (recorded there, and let through by the lists), short of `/` and
+        $HOME: where a caller in a subfolder of a project without a git work
+        tree should look. None when there is none, or the scope is wider."""
+        if scope.kind != "project" or scope.exact or scope.session_id is not None:
+            return None
+        root = scope.roots[0]
+        best: str | None = None
+        for cwd, links in self.conn.execute("SELECT DISTINCT cwd, cwd_links FROM sessions"):
+            p = session_path(cwd)
+            if (p is not None and p != root and paths.under(root, p) and why_wide((p,), ()) is None
+                    and cwd_permitted(cwd, self.settings, links) and (best is None or len(p) > len(best))):
+                best = p
+        return best
 
     # --- sessions by id ---------------------------------------------------------------------
 
@@ -303,6 +321,7 @@ class Engine:
             "SELECT id, source, cwd, session_id, coalesce(title, prompt), started_at, cwd_links FROM sessions "
             "WHERE substr(session_id, 1, length(?1)) = ?1 ORDER BY started_at DESC, id DESC", (prefix,))
             if scope.covers(r[2], r[3], self.settings, r[6]) and r[0] not in twins]
+        rows = [r[:6] for r in rows]
         exact = [r for r in rows if r[3] == prefix]
         return exact or rows
 

@@ -171,25 +171,39 @@ def ok_hint(results: list[Result], partial: bool, terms: list[Term], cursor: str
     return hint
 
 
+def _all_projects_offer(policy: str) -> str:
+    """How a hint offers all_projects under the policy: not at all when it is
+    denied (the answer would be `denied`)."""
+    return {"allow": "all_projects", "confirm": "all_projects (the user is asked)"}.get(policy, "")
+
+
 def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool,
-                  filtered: list[str] | None = None) -> str:
+                  filtered: list[str] | None = None, policy: str = "allow") -> str:
     """`filtered`: the filters the caller gave (role, source, since, until),
-    named so that a miss they caused is not read as a miss of the words."""
+    named so that a miss they caused is not read as a miss of the words.
+    `policy`: the all_projects policy, which decides whether all_projects is
+    offered."""
     within = f" among the messages its filters keep ({', '.join(filtered)})" if filtered else ""
     wider = "other filters, " if filtered else ""
+    offer = _all_projects_offer(policy)
     return (f"No message in {scope_words(scope)} matches "
             + (quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
                + quoted([t.folded for t in kw_terms], ", "))
             + within
             # Under `/`, all projects would add only sessions with no absolute cwd.
-            + (f". Try {wider}fewer or other words, a question, or all_projects."
-               if not all_projects and scope.cwd != "/" else f". Try {wider}fewer or other words, or a question."))
+            + (f". Try {wider}fewer or other words, a question, or {offer}."
+               if not all_projects and scope.cwd != "/" and offer else f". Try {wider}fewer or other words, or a question."))
 
 
-def nothing_indexed_hint(scope: Scope) -> str:
-    return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. "
-            "Pass the cwd of the project you mean, or search all_projects (the user can list the indexed "
-            "projects with `recall projects`).")
+def nothing_indexed_hint(scope: Scope, policy: str = "allow", above: str | None = None) -> str:
+    """`above`: the nearest folder above the caller's with sessions of its own
+    (a caller in a subfolder of a project that is no git work tree), named
+    when the policy allows a search of it without asking."""
+    offer = _all_projects_offer(policy)
+    near = f"Sessions were indexed in {above}, above this folder: pass it as the cwd to search it. " if above else ""
+    return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. " + near
+            + ("Pass the cwd of the project you mean" + (f", or search {offer}" if offer else "")
+               + " (the user can list the indexed projects with `recall projects`)."))
 
 
 def last_page_hint() -> str:
