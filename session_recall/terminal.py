@@ -8,7 +8,9 @@ terminal. Human output therefore shows every control character as a visible
 escape, as `cat -v` and `less` do: C0 controls in caret notation (`ESC` is
 `^[`, `BEL` is `^G`), DEL as `^?`, C1 controls as `<U+009B>`, and so are the
 bidirectional overrides, embeddings and isolates (U+202A-U+202E,
-U+2066-U+2069), which would make a line read in another order. Line breaks and
+U+2066-U+2069), which would make a line read in another order, and the
+characters a terminal draws as nothing (U+200B, U+200E, U+200F, U+2060,
+U+FEFF) or as a break the text does not have (U+2028, U+2029). Line breaks and
 tabs stay (a CR before a line feed is dropped); JSON output is never touched.
 """
 
@@ -23,6 +25,12 @@ _VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in range(0x80, 0xA0)})
 # The bidirectional embeddings, overrides and isolates (CVE-2021-42574): a
 # terminal would draw the rest of the line in another order than it is.
 _VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+# Characters a terminal draws as nothing, or as a line break the text does not
+# have: a zero-width space, the left-to-right and right-to-left marks, the
+# line and paragraph separators, the word joiner and a stray byte order mark.
+# (Zero-width joiners and non-joiners stay: emoji sequences and several
+# scripts are written with them.)
+_VISIBLE.update({cp: f"<U+{cp:04X}>" for cp in (0x200B, 0x200E, 0x200F, 0x2028, 0x2029, 0x2060, 0xFEFF)})
 
 
 def visible(text: str) -> str:

@@ -203,3 +203,21 @@ def test_bidirectional_controls_from_a_log_are_shown_not_obeyed(proj, corpus, ru
     assert "review <U+202E>evil<U+202C> title" in done.stdout and "مرحبا שלום" in done.stdout
     done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj, "--json")
     assert BIDI in Envelope.model_validate_json(done.stdout).results[0].passage.messages[0].text
+
+
+INVISIBLE = "\u200b\u200e\u200f\u2028\u2029\u2060\ufeff"
+
+
+def test_characters_a_terminal_draws_as_nothing_are_shown(proj, corpus, run_recall):
+    """A zero-width space, a direction mark, a word joiner, a stray byte order
+    mark or a line separator would hide a difference in what is read
+    (`pass\u200bword`); each is shown as its code point. A zero-width joiner
+    stays: an emoji sequence is written with it."""
+    s = corpus.session("s2", proj, started_at="2026-11-20T09:00:00Z")
+    s.message("u1", "zebra pass" + INVISIBLE + "word and a family \U0001F468\u200d\U0001F469\u200d\U0001F467")
+    corpus.open().close()
+    done = run_recall("--db", corpus.db, "search", "zebra", "--cwd", proj)
+    assert done.returncode == 0, done.stderr
+    assert not any(c in done.stdout for c in INVISIBLE), repr(done.stdout)
+    assert "pass<U+200B><U+200E><U+200F><U+2028><U+2029><U+2060><U+FEFF>word" in done.stdout
+    assert "\U0001F468\u200d\U0001F469" in done.stdout
