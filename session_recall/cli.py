@@ -256,7 +256,7 @@ def watch(ctx: click.Context, paths: tuple[str, ...], kind: str) -> None:
     _echo("stopped", err=True)
 
 
-@main.group(invoke_without_command=True)
+@main.group(cls=_Group, invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.pass_context
 def sources(ctx: click.Context, as_json: bool) -> None:

@@ -214,3 +214,19 @@ def test_sources_says_which_logs_were_deleted_and_prune_says_what_it_wiped(tmp_p
     pruned = recall("index", "--prune", logs)
     assert pruned.returncode == 0, pruned.stderr
     assert "\nwiped 1 forgotten message in " in pruned.stdout, pruned.stdout
+
+
+def test_global_options_work_after_a_sources_subcommand(tmp_path, env, recall_cmd):
+    """`recall sources add PATH --db X` as `recall search foo --db X` (README)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    db = tmp_path / "after.db"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*recall_cmd, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+
+    added = run("sources", "add", str(logs), "--db", str(db))
+    assert added.returncode == 0, added.stderr
+    listed = run("sources", "--json", "--db", str(db))
+    assert [s["path"] for s in json.loads(listed.stdout)] == [str(logs)]
+    assert run("sources", "remove", str(logs), "--db", str(db)).returncode == 0
