@@ -18,6 +18,7 @@ Three rules, written down in docs/recall.md:
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -109,3 +110,18 @@ class PathRules:
 
     def is_pinned(self, path: str) -> bool:
         return any(under(path, p) for p in self.pinned)
+
+
+# A hint names a folder in at most this many characters.
+HINT_PATH_CHARS = 160
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(path: str) -> str:
+    """A folder as a hint names it: control characters (a NUL, a line break a
+    caller put in a cwd) as escapes, a long path cut in its middle."""
+    path = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", path)
+    if len(path) > HINT_PATH_CHARS:
+        half = HINT_PATH_CHARS // 2
+        path = f"{path[:half]}…{path[-half:]}"
+    return path

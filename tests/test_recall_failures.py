@@ -101,3 +101,15 @@ def test_an_unknown_session_is_a_hint(proj, corpus):
     corpus.session("s1", proj).message("m1", "font")
     env = corpus.open().recall("font", cwd=str(proj), session_id="s9")
     assert env.status == "unknown_session" and "s9" in env.hint and env.results == []
+
+
+def test_a_hostile_cwd_is_named_in_a_hint_escaped_and_cut(tmp_path, proj, corpus):
+    """A cwd with a NUL or a line break, or thousands of characters long, is
+    named in the hint with its controls as escapes and cut in its middle."""
+    corpus.session("s1", proj).message("m1", "font talk")
+    ix = corpus.open()
+    for cwd in (f"{tmp_path}/a\x00b\nc", f"{tmp_path}/" + "d" * 6000):
+        env = ix.recall("font", cwd=cwd)
+        assert env.status in ("no_match", "denied"), env.status
+        text = env.hint + " ".join(env.gaps.values())
+        assert "\x00" not in text and "\n" not in text and len(text) < 1200, text[:300]

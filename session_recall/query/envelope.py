@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 import orjson
 
+from .. import paths
 from ..model import Diagnostics, Envelope, Result, Status
 from ..rows import one
 from .gates import Scope, why_wide
@@ -97,16 +98,17 @@ def quoted(values: list[str], sep: str) -> str:
 
 
 def scope_words(scope: Scope) -> str:
+    cwd = paths.shown(scope.cwd)
     if scope.kind == "all":
         base = "all projects"
     elif scope.exact:
-        base = (f"{scope.cwd} itself (a root or home folder is no project: the sessions of the projects below it "
+        base = (f"{cwd} itself (a root or home folder is no project: the sessions of the projects below it "
                 "are searched only with all projects, or with the cwd of one of them)")
     elif (wide := why_wide(scope.roots, ())) is not None:
         # A cwd of `/` or $HOME that the policy let through: every project below it.
-        base = f"any project under {scope.cwd} ({wide})"
+        base = f"any project under {cwd} ({wide})"
     else:
-        base = f"the project {scope.cwd}"
+        base = f"the project {cwd}"
     return base + (f", session {scope.session_id}" if scope.session_id else "")
 
 

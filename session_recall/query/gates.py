@@ -183,9 +183,10 @@ def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None,
         wide = why_wide(roots, project_roots(caller_cwd or os.getcwd()))
         if wide is None:
             return Verdict(project)
-        refusal = _policy(settings, confirm, f"The folder {roots[0]} is {wide}: searching it reads the "
+        shown = paths.shown(roots[0])
+        refusal = _policy(settings, confirm, f"The folder {shown} is {wide}: searching it reads the "
                                              "sessions of many projects. Allow this search?",
-                          f"the cwd {roots[0]} is {wide}, so this search would read many projects; ")
+                          f"the cwd {shown} is {wide}, so this search would read many projects; ")
         return refusal or Verdict(project)
     refusal = _policy(settings, confirm, "Allow this search to read sessions from all projects on this machine?", "")
     return refusal or Verdict(Scope("all", roots[0], session_id, roots))
