@@ -15,7 +15,7 @@ import apsw
 import click
 import orjson
 
-from . import KINDS, Index, WriterBusy, terminal
+from . import KINDS, Index, WriterBusy, paths, terminal
 from .config import ConfigError, default_db
 from .model import ROLES
 from .terminal import visible
@@ -492,7 +492,7 @@ def _remember_search(db: Path, env, cwd: str | None, all_projects: bool) -> None
     `recall more N`. A file of mode 0600 written whole, then renamed."""
     data = {"anchors": [r.passage.anchor_id for r in env.results], "all_projects": all_projects,
             "cwd": _path_text(os.path.abspath(cwd)) if cwd is not None else None,
-            "caller_cwd": _path_text(os.getcwd())}
+            "caller_cwd": _path_text(paths.process_cwd())}
     path = _last_search_file(db)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:

@@ -47,7 +47,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from mcp.types.version import is_version_at_least
 from pydantic import BaseModel, Field, ValidationError
 
-from . import Index, __version__
+from . import Index, __version__, paths
 from .model import Diagnostics, Envelope
 
 CALLER_META_KEY = "session-recall/caller_session"
@@ -278,7 +278,7 @@ class RecallServer:
     def __init__(self, index: Index, *, cwd: str | None = None, caller_session: str | None = None,
                  confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S):
         self.index = index
-        self.cwd = cwd or os.getcwd()
+        self.cwd = cwd or paths.process_cwd()
         self.caller_session = caller_session
         self.confirm_timeout = confirm_timeout
         self._lock = threading.Lock()
@@ -426,5 +426,5 @@ def build_server(index: Index, *, cwd: str | None = None, caller_session: str | 
 def serve(index: Index, *, confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S) -> None:
     """Serve over stdio until the client closes the connection. The default cwd
     is this process's directory (harnesses start MCP servers in the project)."""
-    build_server(index, cwd=os.getcwd(), caller_session=caller_session_from_env(),
+    build_server(index, cwd=paths.process_cwd(), caller_session=caller_session_from_env(),
                  confirm_timeout=confirm_timeout).run("stdio")

@@ -49,6 +49,21 @@ def resolved(path: str) -> str:
         return norm
 
 
+def process_cwd() -> str:
+    """The directory this process runs in, as the shell that started it
+    spells it: `$PWD` when it names that directory (a user in `~/ln`, a link,
+    keeps that spelling, which os.getcwd() resolves away), else os.getcwd()."""
+    here = os.getcwd()
+    pwd = os.environ.get("PWD")
+    if pwd and os.path.isabs(pwd) and pwd != here:
+        try:
+            if os.path.samefile(pwd, here):
+                return pwd
+        except (OSError, ValueError):
+            pass
+    return here
+
+
 def through_links(cwd: str) -> str | None:
     """A recorded cwd resolved through the symlinks that exist now, when that
     differs from it (else None; None for a cwd that is not absolute). Taken

@@ -585,3 +585,24 @@ def test_probes_never_see_a_session_outside_their_scope(machine, corpus):
         counts["recall"] += 1
     print(f"\nscope probes: {sum(counts.values())} ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}), "
           "0 results outside their scope")
+
+
+def test_a_caller_standing_in_a_link_keeps_its_spelling_from_pwd(tmp_path, corpus, monkeypatch):
+    """A process started in `~/ln` (a link to `/srv/real`) has os.getcwd()
+    resolved to `/srv/real`; the shell's $PWD keeps `~/ln`, so the sessions
+    recorded under the link's spelling are the caller's too (docs/recall.md,
+    "The caller's cwd is live"). A $PWD naming another folder is ignored."""
+    real = tmp_path / "srv" / "real"
+    real.mkdir(parents=True)
+    (tmp_path / "ln").symlink_to(real, target_is_directory=True)
+    corpus.session("via-link", tmp_path / "ln").message("m1", "ledger through the link")
+    corpus.session("via-real", real).message("m1", "ledger at the real folder")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    corpus.session("far", elsewhere).message("m1", "ledger far away")
+    ix = corpus.open()
+    monkeypatch.chdir(tmp_path / "ln")
+    monkeypatch.setenv("PWD", str(tmp_path / "ln"))
+    assert {r.session_id for r in ix.recall("ledger").results} == {"via-link", "via-real"}
+    monkeypatch.setenv("PWD", str(elsewhere))  # stale: not where the process is
+    assert {r.session_id for r in ix.recall("ledger").results} == {"via-real"}

@@ -172,7 +172,7 @@ def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None,
     however it was asked."""
     # Lone surrogates (a non-UTF-8 name from argv, say) are read as U+FFFD, as
     # the indexer read the cwds recorded in logs.
-    roots = project_roots(cwd or caller_cwd or os.getcwd())
+    roots = project_roots(cwd or caller_cwd or paths.process_cwd())
     project = Scope("project", roots[0], session_id, roots)
     if not all_projects:
         if cwd is None:
@@ -180,7 +180,7 @@ def decide_scope(settings: Settings, *, cwd: str | None, session_id: str | None,
             # $HOME or above it (no project), that is the sessions started
             # there, never every project below it.
             return Verdict(replace(project, exact=True) if why_wide(roots, ()) else project)
-        wide = why_wide(roots, project_roots(caller_cwd or os.getcwd()))
+        wide = why_wide(roots, project_roots(caller_cwd or paths.process_cwd()))
         if wide is None:
             return Verdict(project)
         shown = paths.shown(roots[0])
