@@ -42,9 +42,22 @@ def visible(text: str) -> str:
 _BACKTICKS = re.compile(r"`+")
 
 
+_MARKDOWN = re.compile(r"([\\`*_\[\]()<>#!|~])")
+
+
 def _line(text: str) -> str:
-    """Text that must stay on its heading's or list item's line."""
-    return " ".join(text.split())
+    """Text from a log on a heading's or list item's line: on that line, and
+    its Markdown characters escaped (a title must not render as a link or a
+    remote image)."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(text.split()))
+
+
+def _code(text: str) -> str:
+    """Text from a log as an inline code span, opened and closed by a run of
+    backticks longer than any inside it."""
+    text = " ".join(text.split())
+    ticks = "`" * (1 + max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=0))
+    return f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}"
 
 
 def _fenced(text: str) -> list[str]:
@@ -66,13 +79,13 @@ def markdown(env) -> str:
     out: list[str] = []
     for r in env.results:
         out += [f"# {_line(r.title or r.session_id)}", "",
-                f"- session: `{_line(r.session_id)}` ({r.source})", f"- project: `{_line(r.cwd)}`",
+                f"- session: {_code(r.session_id)} ({r.source})", f"- project: {_code(r.cwd)}",
                 f"- started: {r.started_at or 'unknown'}", f"- messages: {len(r.passage.messages)}", ""]
         for m in r.passage.messages:
             out += [f"## {m.role}" + (f" · {_line(m.ts)}" if m.ts else ""), ""]
             if m.text:
                 out += [*_fenced(m.text), ""]
-            out += [f"- {mat.kind}: `{_line(mat.name)}` ({mat.bytes} bytes)" for mat in m.materials]
+            out += [f"- {mat.kind}: {_code(mat.name)} ({mat.bytes} bytes)" for mat in m.materials]
             if m.materials:
                 out.append("")
     if env.redacted:

@@ -185,6 +185,7 @@ def test_a_json_value_under_a_secret_key_is_redacted_in_tool_arguments(key):
     {"db_password": {"sensitive": True, "type": "string", "value": "{v}"}},  # terraform output -json
     {"fields": [{"id": "password", "type": "CONCEALED", "value": "{v}"}]},  # 1Password's op item get
     {"Name": "prod/db", "SecretString": "{v}"},  # AWS Secrets Manager
+    {"request": {"header": [{"key": "Authorization", "value": "Basic ZGVwbG95Om{v}"}]}},  # Postman, HAR
 ])
 def test_a_json_secret_named_by_its_header_sibling_or_parent_is_redacted(args):
     """A credential a JSON object names other than by its own key: an HTTP
@@ -206,6 +207,32 @@ def test_identifiers_that_hold_a_providers_head_stay_readable(text):
     `api_org_`, `sk_test_`, `rk_live_`, `ghs_`, `sk-`) are no token: their body
     is lower-case words, not random."""
     assert R.Redactor(KEY).redact(text) == (text, 0)
+
+
+@pytest.mark.parametrize("text", [
+    'url = f"https://api.example.com/v1?api_key={api_key}&q={query}"', 'headers = f"token={auth_token}"',
+    'conn = f"Server={host};Uid={user};Pwd={db_password};"', 'pw = getpass("Enter your database password: ")',
+    'keyring.get_password("github-cli", "ada")', "bypass('cache')", "oauth('google', 'email profile')",
+    "@requires_auth('admin', 'read')", "expect(validatePass('abc'))", "docker run -d --name mongo -p 27017:27017 mongo:7",
+    "Use mongo or postgres, then run git diff -p main", "    renderPass: shadowPass,\n", "const firstPass = secondPass;\n",
+    "    pw: bytes,\n", "    creds: Credentials,\n",
+])
+def test_code_that_names_a_password_without_holding_one_stays_readable(text):
+    """A review's cases against redactor version 4's first form: format
+    placeholders in braces, calls that take a prompt or a service name, a
+    port mapping, identifiers that end in `Pass`, a type annotation."""
+    assert R.Redactor(KEY).redact(text) == (text, 0)
+
+
+@pytest.mark.parametrize("text", [
+    "htpasswd -c -b .htpasswd ada {}", "htpasswd -nb ada {}", 'password: str | None = "{}"',
+    "redis-cli -a '{}' ping", 'mongosh -u admin -p "{}"', 'curl --cookie "sessionid={}"',
+    "https:\\/\\/hooks.zapier.com\\/hooks\\/catch\\/1234567\\/{}\\/",
+])
+def test_a_password_in_the_forms_a_review_found_is_redacted(text):
+    value = "S3cretPw9QxZ"
+    out, n = R.Redactor(KEY).redact(text.format(value))
+    assert value not in out and n >= 1, out
 
 
 PLACEHOLDERS = ["${DB_PASS}", "$TOKEN", "<token>", "<your-api-key>", "your-key-here", "xxxx", "XXXXXXXX", "***",

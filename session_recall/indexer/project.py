@@ -83,7 +83,8 @@ def _keyed(key: str, value: str) -> str:
 _HEADER_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 # A secret named by a sibling: `{"name": "DB_PASSWORD", "value": "..."}`
 # (Kubernetes and ECS env lists), `{"id": "password", "value": "..."}`
-# (1Password's items).
+# (1Password's items), `{"name": "Authorization", "value": "Basic ..."}`
+# (a HAR file's, Postman's and the browsers' header lists).
 _NAME_KEYS = ("name", "Name", "key", "Key", "id", "label")
 _VALUE_KEYS = frozenset({"value", "Value"})
 
@@ -102,7 +103,8 @@ def _dict_leaves(value: dict) -> list:
     (`{"name": "DB_PASSWORD", "value": ...}`) or by the key above an object
     that holds it (Terraform's `{"db_password": {"sensitive": true, "value":
     ...}}`)."""
-    named = next((n for k in _NAME_KEYS if isinstance(n := value.get(k), str) and is_secret_key(n)), None)
+    named = next((n for k in _NAME_KEYS if isinstance(n := value.get(k), str)
+                  and (is_secret_key(n) or n.lower() in _HEADER_KEYS)), None)
     out: list = []
     for k, v in value.items():
         if isinstance(v, str):

@@ -202,7 +202,8 @@ def nothing_indexed_hint(scope: Scope, policy: str = "allow", above: str | None 
     (a caller in a subfolder of a project that is no git work tree), named
     when the policy allows a search of it without asking."""
     offer = _all_projects_offer(policy)
-    near = f"Sessions were indexed in {above}, above this folder: pass it as the cwd to search it. " if above else ""
+    near = (f"Sessions were indexed in {paths.shown(above)}, above this folder: pass it as the cwd to search it. "
+            if above else "")
     return (f"No session of {scope_words(scope)} is indexed, so nothing was searched. " + near
             + ("Pass the cwd of the project you mean" + (f", or search {offer}" if offer else "")
                + " (the user can list the indexed projects with `recall projects`)."))

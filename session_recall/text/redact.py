@@ -352,16 +352,18 @@ _kind("azure_sas", r"(?<=[?&;])sig=(?P<s>[A-Za-z0-9%+/=]{16,256})", ("sig=",),
                  "AbC123dEf456GhI789%2BjKl"),))
 
 _kind("teams_webhook",
-      r"incomingwebhook/(?P<s>[A-Za-z0-9]{32}/[A-Za-z0-9\-]{36}(?:/[A-Za-z0-9_\-]{10,128})?)", ("incomingwebhook/",),
+      r"incomingwebhook\\?/(?P<s>[A-Za-z0-9]{32}\\?/[A-Za-z0-9\-]{36}(?:\\?/[A-Za-z0-9_\-]{10,128})?)",
+      ("incomingwebhook/", "incomingwebhook\\/"),
       flags=re.IGNORECASE | _F,
       examples=(("https://acme.webhook.office.com/webhookb2/0a1b@2c3d/IncomingWebhook/"
                  "9f8e7d6c5b4a39281706f5e4d3c2b1a0/1c2d3e4f-5a6b-7c8d-9e0f-a1b2c3d4e5f6",
                  "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),))
-_kind("zapier_webhook", r"hooks\.zapier\.com/hooks/catch/(?P<s>[0-9]{4,12}/[A-Za-z0-9]{4,24})", ("hooks.zapier.com",),
+_kind("zapier_webhook", r"hooks\.zapier\.com\\?/hooks\\?/catch\\?/(?P<s>[0-9]{4,12}\\?/[A-Za-z0-9]{4,24})",
+      ("hooks.zapier.com",),
       examples=(("POST https://hooks.zapier.com/hooks/catch/1234567/abc9xyz/", "1234567/abc9xyz"),))
 # A cookie header's value (`Cookie: sessionid=...; csrftoken=...`): every
 # cookie goes, names too (a session cookie is a credential whatever it is called).
-_kind("cookie", r"cookie(?:\\?[\"'])?[ \t]{0,3}[:=][ \t]{0,3}(?:\\?[\"'])?"
+_kind("cookie", r"cookie(?:(?:\\?[\"'])?[ \t]{0,3}[:=]|[ \t]{1,3}(?=\\?[\"']))[ \t]{0,3}(?:\\?[\"'])?"
       r"(?P<s>[^\s=;,\"'\\]{1,256}=[^\r\n\"'\\]{4,4096})",
       ("cookie",), flags=re.IGNORECASE | _F, keep=is_placeholder,
       examples=(("< Set-Cookie: sessionid=8f2kq9xv7m3n4b5c6d1a2s3d4f5g6h7j; Path=/; HttpOnly",
@@ -394,26 +396,30 @@ _kind("url_password",
 # Keyed values. A key ends with one of these words (a prefix is allowed:
 # DB_PASSWORD, clientSecret, x-api-key); then `=`, `:`, a JSON `": "` (also
 # JSON-escaped inside a JSON string), or a command-line flag's space.
-_PASSWORD_KEYS = (rf"password|passwd|passphrase|{_WORD_START}pass|{_WORD_START}pwd|{_WORD_START}pw(?![a-z])"
-                  # the same words after a lower-case letter, capitalised (`dbPass`, `adminPwd`, `userPw`)
-                  r"|(?-i:(?<=[a-z])P)(?:ass|wd|w(?![a-z]))")
+_PASSWORD_KEYS = rf"password|passwd|passphrase|{_WORD_START}pass|{_WORD_START}pwd"
+# Keys that name a password or credentials as often as they name something
+# else (`renderPass: shadowPass`, `pw: bytes`, `creds: Credentials`): their
+# value counts only quoted or right after `=` (_STRICT_VALUE). The same words
+# after a lower-case letter, capitalised (`dbPass`, `adminPwd`), a short `pw`
+# (`DB_PW`), and `creds`.
+_STRICT_KEYS = (rf"(?-i:(?<=[a-z])P)(?:ass|wd|w(?![a-z]))|{_WORD_START}pw(?![a-z])|{_WORD_START}creds")
 # (written to start at a trigger: the words before `key` are lookbehinds)
 _KEY_HEADS = ("api", "access", "secret", "private", "signing", "encryption", "master", "session", "account", "x-api",
               "client", "license", "auth")
-_SECRET_KEYS = (rf"secret(?:_?string)?|token|cred(?:entials?|s)|{_WORD_START}auth|key[_-]?data|(?:"
+_SECRET_KEYS = (rf"secret(?:_?string)?|token|credentials?|{_WORD_START}auth|key[_-]?data|(?:"
                 + "|".join(f"(?<={h})|(?<={h}[_-])" for h in _KEY_HEADS) + ")key")
 _Q = r"(?:\\{0,3}[\"']\]?)?"  # the key's closing quote, maybe escaped (and a subscript's `]`: ENV['KEY'])
 _SEP_VALUE = (
     # "key": "value" / key = "value" / key: 'value' / 'key' => 'value' (Ruby, PHP, Perl) / key := "value" (Go)
     rf"(?:{_Q}[ \t]{{0,3}}(?:=>|:=|=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\"|'(?P<s2>[^'\n]{{1,512}}?)'"
     # key={value} (ODBC: a value in braces may hold `;`)
-    rf"|(?<==)\{{(?!\{{)(?P<s7>[^{{}}\n]{{1,512}})\}}"
+    rf"|(?<==)\{{(?!\{{)(?![A-Za-z_][A-Za-z0-9_.]{{0,64}}(?:\[[^\]\n]{{0,64}}\])?(?:[!:][^}}\n]{{0,16}})?\}})(?P<s7>[^{{}}\n]{{1,512}})\}}"
     # key=value (env, query strings, connection strings)
     rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\](?:[^\s\"'`,;&<>\\]|&(?![A-Za-z_][A-Za-z0-9_.\-]{{0,64}}=)){{0,511}})"
     # key: value (YAML, headers): one word that ends its line
     rf"|(?<=[:\s])(?P<s4>[^\s\"'`\\]{{1,512}}?)(?=[ \t]{{0,8}}(?:\r?\n|\Z|[ \t]#|[\"'\\]|[,;}}\]][ \t]{{0,8}}(?:\r?\n|\Z))))"
     # key: type = "value" (a typed declaration: Python, TypeScript, Kotlin)
-    rf"|{_Q}[ \t]{{0,3}}:[ \t]{{0,3}}[A-Za-z_][A-Za-z0-9_.\[\]|]{{0,40}}[ \t]{{0,3}}=[ \t]{{0,3}}"
+    rf"|{_Q}[ \t]{{0,3}}:[ \t]{{0,3}}[A-Za-z_][A-Za-z0-9_.\[\]|, ]{{0,40}}?[ \t]{{0,3}}=[ \t]{{0,3}}"
     rf"(?:\"(?P<s8>[^\"\n]{{1,4096}}?)\"|'(?P<s9>[^'\n]{{1,512}}?)')"
     # <password>value</password> (Maven's settings.xml, any XML config)
     rf"|>(?P<s5>[^<>\n]{{1,512}})</"
@@ -423,7 +429,7 @@ _SEP_VALUE = (
 _FLAG_VALUE = r"[ \t]{1,3}(?:\"(?P<s>[^\"\n]{1,512})\"|'(?P<s2>[^'\n]{1,512})'|(?P<s3>[^\s\"'-][^\s\"']{0,511}))"
 
 
-_SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS})\Z", re.IGNORECASE | _F)
+_SECRET_KEY = re.compile(rf"(?:{_PASSWORD_KEYS}|{_SECRET_KEYS}|{_STRICT_KEYS})\Z", re.IGNORECASE | _F)
 
 
 @functools.lru_cache(maxsize=4096)  # (the keys of a log repeat: command, path, content...)
@@ -448,13 +454,21 @@ def _keep_secret(v: str) -> bool:
 _kind("aws_secret", r"secret_?access_?key" + _Q + r"[ \t]{0,3}(?:=>|:=|[:=])[ \t]{0,3}(?:\\{0,3}[\"'])?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
       ("secretaccesskey", "secret_access_key"), flags=re.IGNORECASE | _F,
       examples=(("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),))
-_kind("password", rf"(?:{_PASSWORD_KEYS}){_SEP_VALUE}", ("pass", "pwd", "pw"),
+_kind("password", rf"(?:{_PASSWORD_KEYS}){_SEP_VALUE}", ("pass", "pwd"),
       flags=re.IGNORECASE | _F, keep=_keep_password,
       examples=(("DB_PASSWORD=Hunter2Hunter2", "Hunter2Hunter2"), ('{"password": "c0rr3ct h0rse"}', "c0rr3ct h0rse"),
                 ('"{\\"password\\": \\"Pa55w0rdX\\"}"', "Pa55w0rdX"), ("password: s3cr3tvalue\n", "s3cr3tvalue"),
                 ("Server=db;Uid=sa;Pwd=Qw3rtyQw3rty;", "Qw3rtyQw3rty")))
+# The keys of _STRICT_KEYS: a value quoted, or right after `=` (env, URLs).
+_STRICT_VALUE = (rf"{_Q}[ \t]{{0,3}}(?:=>|:=|=(?!=)|:(?!:))[ \t]{{0,3}}(?:\\{{0,3}}\"(?P<s>[^\"\n]{{1,4096}}?)\\{{0,3}}\""
+                 rf"|'(?P<s2>[^'\n]{{1,512}}?)'"
+                 rf"|(?<==)(?P<s3>[^\s\"'`,;&<>(){{}}\[\]\\][^\s\"'`,;&<>\\]{{0,511}}))")
+_kind("password", rf"(?:{_STRICT_KEYS}){_STRICT_VALUE}", ("pass", "pwd", "pw", "creds"),
+      flags=re.IGNORECASE | _F, keep=_keep_password,
+      examples=(("dbPass: 'Qm4Zt8Xw2Nc6Vb9L'", "Qm4Zt8Xw2Nc6Vb9L"), ("DB_PW=Qm4Zt8Xw2Nc6Vb9L", "Qm4Zt8Xw2Nc6Vb9L"),
+                ('stripe_creds = "Qm4Zt8Xw2Nc6Vb9L"', "Qm4Zt8Xw2Nc6Vb9L")))
 _kind("secret_value", rf"(?:{_SECRET_KEYS}){_SEP_VALUE}",
-      ("secret", "token", "key", "credential", "creds", "auth"),
+      ("secret", "token", "key", "credential", "auth"),
       flags=re.IGNORECASE | _F, keep=_keep_secret,
       examples=(("GITHUB_TOKEN=abcXYZ123def456", "abcXYZ123def456"), ('"auth": "ZGVwbG95Omh1bnRlcjI="', "ZGVwbG95Omh1bnRlcjI="),
                 ("X-Api-Key: 7hF2kL9qP3xZ", "7hF2kL9qP3xZ"), ("    token: kube7Tok3nValue99\n", "kube7Tok3nValue99"),
@@ -489,8 +503,11 @@ _kind("curl_user", r"(?<![A-Za-z0-9-])(?:-u[ \t]{0,3}|--user(?:[ \t]{1,3}|=))[\"
 # A password passed to a call: `auth=("ada", "...")`, `HTTPBasicAuth("ada", "...")`,
 # `setPassword("...")`.
 _kind("password_call",
-      r"(?:auth[ \t]{0,3}(?:=[ \t]{0,3})?\([ \t]{0,3}[\"'][^\"'\n]{1,128}[\"'][ \t]{0,3},[ \t]{0,3}"
-      r"|pass(?:word|wd|phrase)?[ \t]{0,3}\([ \t]{0,3})(?:\"(?P<s>[^\"\n]{1,256})\"|'(?P<s2>[^'\n]{1,256})')",
+      r"(?:(?:(?<![A-Za-z0-9_])auth[ \t]{0,3}=[ \t]{0,3}|(?:(?<=Basic)|(?<=Digest))(?-i:Auth))\([ \t]{0,3}[\"'][^\"'\n]{1,128}[\"']"
+      r"[ \t]{0,3},[ \t]{0,3}(?:\"(?P<s>[^\"\n]{1,256})\"|'(?P<s2>[^'\n]{1,256})')"
+      # (a call of one argument: `setPassword("...")`, not `get_password("service", "user")`)
+      r"|(?:(?<![A-Za-z])pass|(?-i:(?<=[a-z])P)ass)(?:word|wd|phrase)[ \t]{0,3}\([ \t]{0,3}"
+      r"(?:\"(?P<s3>[^\"\n]{1,256})\"|'(?P<s4>[^'\n]{1,256})')[ \t]{0,3}\))",
       ("auth", "pass"), flags=re.IGNORECASE | _F, keep=_keep_password,
       examples=(('requests.get(url, auth=("ada", "Rq9fVxT2Lm8K"))', "Rq9fVxT2Lm8K"),
                 ("HTTPBasicAuth('ada', 'Zs4Yb7Rq9fVx')", "Zs4Yb7Rq9fVx"),
@@ -499,14 +516,21 @@ _kind("password_call",
 # pass:...`, `redis-cli -a ...`, `mongosh -p ...`, `htpasswd -b file user ...`.
 _kind("password_cli",
       r"(?:(?<=\s)pass:(?P<s>[^\s\"']{1,512})"
-      r"|redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]{1,3}(?P<s2>[^\s\"'-][^\s\"']{0,127})"
-      r"|mongo(?:sh)?\b[^\n|;&]{0,200}?[ \t]-p[ \t]{1,3}(?P<s3>[^\s\"'-][^\s\"']{0,127})"
-      r"|htpasswd[ \t]{1,3}-[A-Za-z]{0,3}b[A-Za-z]{0,3}[ \t]{1,3}\S{1,256}[ \t]{1,3}\S{1,128}[ \t]{1,3}(?P<s4>[^\s\"']{1,128}))",
+      r"|redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]{1,3}(?:(?P<s2>[^\s\"'-][^\s\"']{0,127})|\"(?P<s5>[^\"\n]{1,128})\"|'(?P<s6>[^'\n]{1,128})')"
+      # (mongosh takes -p after -u: `docker run --name mongo -p 27017:27017` is a port)
+      r"|mongo(?:sh)?\b[^\n|;&]{0,200}?[ \t]-u[ \t]{1,3}\S{1,128}[^\n|;&]{0,100}?[ \t]-p[ \t]{1,3}"
+      r"(?:(?P<s3>[^\s\"'-][^\s\"']{0,127})|\"(?P<s7>[^\"\n]{1,128})\"|'(?P<s8>[^'\n]{1,128})')"
+      # htpasswd's flags in any order, one of them with `b`; a file unless `-n`
+      r"|htpasswd(?=(?:[ \t]{1,3}-[A-Za-z]{1,4}){0,3}?[ \t]{1,3}-[A-Za-z]{0,3}b)(?:[ \t]{1,3}-[A-Za-z]{1,4}){1,4}"
+      r"(?:[ \t]{1,3}\S{1,256})?[ \t]{1,3}\S{1,128}[ \t]{1,3}(?P<s4>[^\s\"']{1,128})(?![^\s\"'`;)]))",
       ("pass:", "redis-cli", "mongo", "htpasswd"), flags=_F, keep=_keep_password,
       examples=(("openssl pkcs12 -in k.p12 -passin pass:Lm8Kp3Wn7Zs4 -nodes", "Lm8Kp3Wn7Zs4"),
                 ("redis-cli -h cache -a Yb7Rq9fVxT2L ping", "Yb7Rq9fVxT2L"),
                 ("mongosh -u admin -p Kp3Wn7Zs4Yb7 --authenticationDatabase admin", "Kp3Wn7Zs4Yb7"),
-                ("htpasswd -b /etc/nginx/.htpasswd ada Xw7Vv5Uu4Tt3", "Xw7Vv5Uu4Tt3")))
+                ("htpasswd -b /etc/nginx/.htpasswd ada Xw7Vv5Uu4Tt3", "Xw7Vv5Uu4Tt3"),
+                ("htpasswd -b -c .htpasswd ada Xw7Vv5Uu4Tt3", "Xw7Vv5Uu4Tt3"),
+                ("htpasswd -nb ada Xw7Vv5Uu4Tt3", "Xw7Vv5Uu4Tt3"),
+                ('redis-cli -a "Yb7Rq9fVxT2L" ping', "Yb7Rq9fVxT2L")))
 # A password in SQL (`CREATE USER ada IDENTIFIED BY '...'`, `ALTER ROLE app WITH PASSWORD '...'`)
 # and in PowerShell (`ConvertTo-SecureString "..." -AsPlainText`).
 _kind("sql_password",
