@@ -520,9 +520,11 @@ _kind("password_cli",
       # (mongosh takes -p after -u: `docker run --name mongo -p 27017:27017` is a port)
       r"|mongo(?:sh)?\b[^\n|;&]{0,200}?[ \t]-u[ \t]{1,3}\S{1,128}[^\n|;&]{0,100}?[ \t]-p[ \t]{1,3}"
       r"(?:(?P<s3>[^\s\"'-][^\s\"']{0,127})|\"(?P<s7>[^\"\n]{1,128})\"|'(?P<s8>[^'\n]{1,128})')"
-      # htpasswd's flags in any order, one of them with `b`; a file unless `-n`
-      r"|htpasswd(?=(?:[ \t]{1,3}-[A-Za-z]{1,4}){0,3}?[ \t]{1,3}-[A-Za-z]{0,3}b)(?:[ \t]{1,3}-[A-Za-z]{1,4}){1,4}"
-      r"(?:[ \t]{1,3}\S{1,256})?[ \t]{1,3}\S{1,128}[ \t]{1,3}(?P<s4>[^\s\"']{1,128})(?![^\s\"'`;)]))",
+      # htpasswd's flags in any order, one of them with `b`; then a file (none with `n`), a user, the password
+      r"|htpasswd(?=(?:[ \t]{1,3}-[A-Za-z]{1,4}){0,3}?[ \t]{1,3}-[A-Za-z]{0,3}b)"
+      r"(?:(?=(?:[ \t]{1,3}-[A-Za-z]{1,4}){0,3}?[ \t]{1,3}-[A-Za-z]{0,3}n)(?:[ \t]{1,3}-[A-Za-z]{1,4}){1,4}"
+      r"|(?:[ \t]{1,3}-[A-Za-z]{1,4}){1,4}[ \t]{1,3}\S{1,256})"
+      r"[ \t]{1,3}\S{1,128}[ \t]{1,3}(?P<s4>[^\s\"']{1,128})(?![^\s\"'`;)]))",
       ("pass:", "redis-cli", "mongo", "htpasswd"), flags=_F, keep=_keep_password,
       examples=(("openssl pkcs12 -in k.p12 -passin pass:Lm8Kp3Wn7Zs4 -nodes", "Lm8Kp3Wn7Zs4"),
                 ("redis-cli -h cache -a Yb7Rq9fVxT2L ping", "Yb7Rq9fVxT2L"),
