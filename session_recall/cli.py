@@ -327,7 +327,8 @@ def projects(ctx: click.Context, as_json: bool) -> None:
         return
     for p in listed:
         word = "session " if p["sessions"] == 1 else "sessions"
-        _echo(f"{(p['last_activity'] or '')[:16]:<16}  {p['sessions']:>5} {word}  {p['root']}")
+        # (local time, as search prints a message's; --json keeps the stored UTC)
+        _echo(f"{terminal.when(p['last_activity']):<16}  {p['sessions']:>5} {word}  {p['root']}")
 
 
 @main.command()

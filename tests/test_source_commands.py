@@ -7,6 +7,7 @@ events, real subprocesses)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -101,7 +102,7 @@ def test_sources_lists_adds_and_removes(tmp_path, recall, canonical):
         assert [s["files"] for s in ix.sources()] == [1] and ix.status()["messages"] == before
 
 
-def test_projects_lists_the_roots_with_sessions_and_last_activity(tmp_path, recall, canonical):
+def test_projects_lists_the_roots_with_sessions_and_last_activity(tmp_path, recall, canonical, env, recall_cmd):
     repo = tmp_path / "home" / "repo"
     (repo / "src").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=30)
@@ -115,6 +116,12 @@ def test_projects_lists_the_roots_with_sessions_and_last_activity(tmp_path, reca
     assert set(by_root) == {str(repo), "/srv/elsewhere"}
     assert by_root[str(repo)]["sessions"] == 2 and by_root["/srv/elsewhere"]["sessions"] == 1
     assert all(p["last_activity"] for p in listed)
+    # the text lists times in the local zone, as search does (here UTC+8)
+    shown = subprocess.run([*recall_cmd, "--db", str(tmp_path / "r.db"), "projects"], capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path, env={**env, "TZ": "Asia/Shanghai"}).stdout
+    last = max(p["last_activity"] for p in listed)
+    local = dt.datetime.fromisoformat(last).astimezone(dt.timezone(dt.timedelta(hours=8))).strftime("%Y-%m-%d %H:%M")
+    assert shown.splitlines()[0].startswith(local), (shown, last)
     # the lists apply: a folder they keep out is no project listed, in either list
     for lists in ('deny_cwds = ["/srv/elsewhere"]', f'allow_cwds = ["{repo}"]'):
         (tmp_path / "config.toml").write_text(lists + "\n")
