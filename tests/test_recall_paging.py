@@ -134,3 +134,30 @@ def test_the_second_pass_fills_unused_slots(proj, corpus):
     per = Counter(r.session_id for r in env.results)
     assert per == {"a": 5, "b": 1}  # b's one passage, and a fills the rest
     assert len(set(anchors(env))) == 6
+
+
+def test_a_recall_works_its_scope_out_once_and_the_next_recall_anew(proj, corpus):
+    """A confined caller's recall needs its scope several times (the cursor,
+    the universe its statistics are counted over, the engines): the cwds are
+    read once a recall, and a session indexed between two recalls is in the
+    second one's scope."""
+    corpus.session("s1", proj).message("m1", "invoice one")
+    corpus.session("h1", "/srv/hidden").message("m1", "invoice hidden")
+    ix = corpus.open(all_projects="deny")
+    reads = []
+
+    def trace(cursor, sql, bindings):
+        if "SELECT DISTINCT cwd" in sql:
+            reads.append(sql)
+        return True
+
+    ix.engine.conn.exec_trace = trace
+    try:
+        assert {r.session_id for r in ix.recall("invoice", cwd=str(proj)).results} == {"s1"}
+        assert len(reads) == 1, reads
+    finally:
+        ix.engine.conn.exec_trace = None
+    corpus.session("s2", proj).message("m1", "invoice two")
+    corpus.sync(ix)
+    assert {r.session_id for r in ix.recall("invoice", cwd=str(proj)).results} == {"s1", "s2"}
+    assert ix.engine.retriever.scopes is None  # nothing kept between snapshots

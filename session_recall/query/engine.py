@@ -61,7 +61,13 @@ def _one_snapshot(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         with self.conn:  # a savepoint; outside a transaction it begins one
-            return method(self, *args, **kwargs)
+            if self.retriever.scopes is not None:  # inside another method's snapshot
+                return method(self, *args, **kwargs)
+            self.retriever.scopes = {}  # this snapshot's scopes, worked out once each
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self.retriever.scopes = None
     return wrapper
 
 

@@ -190,12 +190,25 @@ class Retriever:
         self.settings = settings
         self.ranking = ranking
         self._vocab = False  # the temp fts5vocab table is on the connection
+        # scope_sql's answers while an Engine method holds one read snapshot
+        # (engine._one_snapshot sets it, and drops it when the snapshot ends;
+        # None outside one: nothing is kept between snapshots). A recall asks
+        # for its scope several times: its cursor, a confined caller's
+        # universe, the engines.
+        self.scopes: dict[Scope, tuple[str, list]] | None = None
 
     # --- the scope in SQL ---------------------------------------------------------
 
     def scope_sql(self, scope: Scope) -> tuple[str, list]:
         """SQL restricting `s` (sessions) to the scope; the cwd test runs in
         Python over the distinct cwds (few), so it is the same code as gates."""
+        if self.scopes is None:
+            return self._scope_sql(scope)
+        if (known := self.scopes.get(scope)) is None:
+            known = self.scopes[scope] = self._scope_sql(scope)
+        return known[0], list(known[1])
+
+    def _scope_sql(self, scope: Scope) -> tuple[str, list]:
         clauses: list[str] = []
         params: list = []
         if scope.session_id is not None:
