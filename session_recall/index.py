@@ -19,7 +19,7 @@ from .indexer.sources import default_folders
 from .indexer.sync import KINDS, Progress, Syncer, SyncReport
 from .model import Envelope
 from .query.engine import Engine, Located
-from .query.gates import Confirm, Scope, cwd_permitted, project_of_recorded, project_roots, why_wide
+from .query.gates import Confirm, Scope, project_of_recorded, project_roots, why_wide
 from .query.passages import parse_anchor
 from .query.retrieve import Filters, Run
 from .rows import one
@@ -218,14 +218,12 @@ class Index:
         out (or its twin, docs/recall.md) is in no project listed."""
         by_root: dict[str, dict] = {}
         with self.store.reader:
-            out = self.engine.retriever.denied_twins()
+            # (the SQL of an all-projects search's scope: the lists and the twin rule)
+            listed, params = self.engine.retriever.scope_sql(Scope("all", "/"))
             rows = list(self.store.reader.execute(
-                "SELECT cwd, count(*), max(coalesce(updated_at, started_at)), cwd_links FROM sessions "
-                "WHERE id NOT IN (SELECT value FROM json_each(?)) GROUP BY cwd, cwd_links",
-                (orjson.dumps(sorted(out)).decode(),)))
-        for cwd, n, last, links in rows:
-            if (self.settings.allow_cwds or self.settings.deny_cwds) and not cwd_permitted(cwd, self.settings, links):
-                continue
+                "SELECT s.cwd, count(*), max(coalesce(s.updated_at, s.started_at)) FROM sessions s "
+                f"WHERE 1 = 1{listed} GROUP BY s.cwd", params))
+        for cwd, n, last in rows:
             root = project_of_recorded(cwd)
             p = by_root.setdefault(root, {"root": root, "sessions": 0, "last_activity": None})
             p["sessions"] += n
