@@ -52,11 +52,16 @@ def _line(text: str) -> str:
     return _MARKDOWN.sub(r"\\\1", " ".join(text.split()))
 
 
+def _ticks(text: str, least: int) -> str:
+    """A run of backticks longer than any in `text`, and at least `least`
+    long: it opens and closes Markdown code that `text` cannot end."""
+    return "`" * max(least, 1 + max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=0))
+
+
 def _code(text: str) -> str:
-    """Text from a log as an inline code span, opened and closed by a run of
-    backticks longer than any inside it."""
+    """Text from a log as an inline code span."""
     text = " ".join(text.split())
-    ticks = "`" * (1 + max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=0))
+    ticks = _ticks(text, 1)
     return f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}"
 
 
@@ -66,7 +71,7 @@ def _fenced(text: str) -> list[str]:
     like the next message's heading, a fence of its own left open) can end
     the block or pass for this document's structure: the headings are the
     renderer's alone."""
-    fence = "`" * max(3, 1 + max((len(m.group()) for m in _BACKTICKS.finditer(text)), default=0))
+    fence = _ticks(text, 3)
     return [fence, text, fence]
 
 
