@@ -127,4 +127,30 @@ OUTSIDE: list[tuple[str, str]] = [
     _outside("https://b.s3.amazonaws.com/k?X-Amz-Signature={}", _body(64, _HEX)),
     _outside("https://acme.webhook.office.com/webhookb2/a@b/IncomingWebhook/{}/1c2d3e4f-5a6b-7c8d-9e0f-a1b2c3d4e5f6",
              _body(32, _HEX)),
+    # Redactor version 4 stored these (a probe built from 220 of gitleaks'
+    # rules and 44 of trufflehog's detectors stored 164 of its 436 cases;
+    # version 5, 7): a provider's name as the key, provider heads it did not
+    # know, bodies holding dots, `=` or `@`, keys named `_access` or `_api`,
+    # and the syntaxes of the tools named.
+    _outside("datadog_thing := '{}'", _body(40, _LOW)),
+    _outside("cloudflare = {}", _body(37, _LOW)),
+    _outside("MY_HEROKU: {}-4c2d-9e0f-a1b2c3d4e5f6", _body(8, _HEX)),
+    _outside("sendbirdToken => \"{}\"", _body(40, _HEX)),
+    _outside('stripe_access = "{}"', _body(24)),
+    _outside("stripe:\n  live:\n    api: {}\n", _body(24)),
+    _outside("the new one is glpat-{}.01uwgl0rz", _body(27)),
+    _outside("infracost: ico-{}", _body(32)),
+    _outside("the key SG.{} works", _body(66, _LOW + "=_-.")),
+    _outside("PSCALE=pscale_tkn_{}.qLlP9jay-_vo-", _body(32)),
+    _outside("notion secret_{}", _body(43)),
+    _outside("harness pat.{}.0123456789abcdefABCDEF01.dJYlGgl4uSIvd2oRFujL", _body(22)),
+    _outside("mailchimp {}-us12", _body(32, _HEX)),
+    _outside('<add key="Password"value="{}"/>', _body(24)),
+    _outside("$ cat ~/.pgpass\ndb.internal:5432:shop:app:{}", _body(16)),
+    _outside('Set o = dso.OpenDSObject("LDAP://dc.corp/DC=corp", "CORP\\svc", "{}", 1)', _body(16)),
+    _outside("ldapmodify -x -D cn=admin,dc=corp -w '{}' -f a.ldif", _body(16)),
+    _outside('variable "api_token" {{\n  default = "{}"\n}}', _body(16)),
+    _outside("      - name: REDIS_PASSWORD\n        value: {}\n", _body(16)),
+    _outside("Driver={{ODBC Driver 18}};PWD={{{}!x}};", _body(16)),
+    _outside("token ewogICJhbGciOiAiUlMyNTYiCn0.ewogICJzdWIiOiAiYWRhIgp9.{}", _body(32)),
 ]

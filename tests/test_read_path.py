@@ -63,8 +63,11 @@ def plain_has_trigger(text: str) -> bool:
 
 
 def plain_trigger_hits(low: str) -> dict[str, list[int]]:
-    """Every start of every trigger in `low`, overlapping ones too."""
-    out = {t: [p for p in range(len(low)) if low.startswith(t, p)] for t in redact._TRIGGERS if t != "\n"}
+    """Every start of every trigger in `low`, overlapping ones too (a
+    provider's name of `vendor_keyed` only in a text that holds `=` or `:`)."""
+    separated = "=" in low or ":" in low
+    out = {t: [p for p in range(len(low)) if low.startswith(t, p)] for t in redact._TRIGGERS
+           if t != "\n" and (separated or t not in redact._SEPARATED)}
     out = {t: hits for t, hits in out.items() if hits}
     if "\n" in low:
         out["\n"] = []

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import string
 
 import pytest
 from hypothesis import assume, given, settings
@@ -235,6 +236,37 @@ def test_a_password_in_the_forms_a_review_found_is_redacted(text):
     assert value not in out and n >= 1, out
 
 
+@pytest.mark.parametrize("text", [
+    "jira: PROJ-1234-feature\n", "kraken = 3.5.2-beta-release12", "twitter_handle = AdaLovelaceFan",
+    'ALPHA_API = "client.authentication.k8s.io/v1alpha1"', "linear = torch.nn.Linear(64, 10)",
+    "sentry-sdk==1.40.0", "okta_domain=dev-123456.okta.com", "asana: 12345678901234\n",
+    "discord.py==2.3.2", "see mexico-city-travel-guide-2024 first", 'api_version = "2024-06-01-preview"',
+    "access_log /var/log/nginx/access.log;", "apiVersion: apps/v1\n", 'stripe_api = getUserAccountSettingsHandler',
+    "cat ~/.pgpass  # it is empty here\n", 'variable "db_password" {\n  type = string\n}',
+    "      - name: LOG_LEVEL\n        value: info\n",
+    # (a held-out probe's false positives of version 4's `..._key` rule: a relative path, an id)
+    's3_key = "uploads/2024/06/11/invoice-38291.pdf"', "object_key: images/avatars/user-48213-thumb.webp\n",
+    "cache_key: user-48213-profile-v2\n", 'idempotency_key = "order-2024-06-11-38291"',
+    "partition_key: tenant_8231_2024\n", "sonar.projectKey=acme_payments-service_AYx3k2",
+])
+def test_provider_names_and_keys_without_a_secret_stay_readable(text):
+    """Version 5's provider-named keys, `_access`/`_api` keys and tool
+    syntaxes leave what holds no secret alone: a ticket, a version, a handle,
+    a host, an API group, a call, camel case, a variable without a default."""
+    assert R.Redactor(KEY).redact(text) == (text, 0)
+
+
+@pytest.mark.parametrize("syntax", ["LENDFLOW_API_KEY={}", "lendflow_token: {}\n", "x_key={}", "--token {}",
+                                    "datadog = {}", "stripe_api={}"])
+def test_a_keyed_value_longer_than_a_line_of_text_goes_whole(syntax):
+    """A held-out probe's tokens of 850-1,127 characters kept their tail past
+    the 512th character in version 4."""
+    rnd = random.Random(7)
+    value = "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(1100))
+    out, n = R.Redactor(KEY).redact(syntax.format(value))
+    assert n == 1 and value[-16:] not in out and value[500:516] not in out, out
+
+
 PLACEHOLDERS = ["${DB_PASS}", "$TOKEN", "<token>", "<your-api-key>", "your-key-here", "xxxx", "XXXXXXXX", "***",
                 "changeme", "{{ secrets.TOKEN }}", "%API_KEY%", "REDACTED", "sk-...", "os.environ['X']", "null"]
 
@@ -355,15 +387,20 @@ def test_the_ids_and_times_kept_without_the_table_hold_no_secret(plain_id: str, 
     """Redactor.redact_key and holds_secret keep a lower-case hex id and an
     ISO 8601 time without running the table: no kind can match one. The
     only triggers written in those letters are heads of upper-case kinds
-    (`ACCA`, `EAAA`, `EAAC`, `BBDC-`, 21 `A`s), which match no lower-case text."""
+    (`ACCA`, `EAAA`, `EAAC`, `BBDC-`, `BBFF-`, `NF-`, 21 `A`s), which match
+    no lower-case text, and two heads whose body must hold a letter past `f`
+    (`p8e-`, `4b1d`)."""
     assert R._spans(plain_id) == [] and R._spans(ts) == []
     # (every way a trigger can sit in such an id: after one letter, a hex
     # digit or a group's dash, before a digit, a dash or a block number)
     heads, tails = ["", "a", "a-", "a_", "a0", "0", "a0-", "0-", "a-0", "a_0", "0-0"], ["", "0", "-0", "#0", ":0", "0-0"]
     in_ids = {t for t in R._TRIGGERS if t != "\n" and any(R._PLAIN_ID.fullmatch(h + t + e) for h in heads for e in tails)}
-    assert in_ids == {"acca", "eaaa", "eaac", "bbdc-", "a" * 21}
+    assert in_ids == {"acca", "eaaa", "eaac", "bbdc-", "bbff-", "nf-", "p8e-", "4b1d", "a" * 21}
     assert not [t for t in R._TRIGGERS if set(t) <= set("0123456789-tz:.+ ")]  # (a time, lowered)
-    for t in in_ids:
+    for t in ("p8e-", "4b1d"):
+        ids = [t + body for body in ("0" * 40, "0123456789abcdef" * 3, "f" * 64)]
+        assert all(R._PLAIN_ID.fullmatch(i) and R._spans(i) == [] for i in ids), t
+    for t in in_ids - {"p8e-", "4b1d"}:
         for i in R._TRIGGERS[t]:
             assert not R.TABLE[i].pattern.flags & re.IGNORECASE, R.TABLE[i].name
             assert re.escape(t.upper()) in R.TABLE[i].pattern.pattern.replace("A{21}", "A" * 21), R.TABLE[i].name

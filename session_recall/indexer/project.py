@@ -84,7 +84,8 @@ _HEADER_KEYS = frozenset({"authorization", "proxy-authorization", "cookie", "set
 # A secret named by a sibling: `{"name": "DB_PASSWORD", "value": "..."}`
 # (Kubernetes and ECS env lists), `{"id": "password", "value": "..."}`
 # (1Password's items), `{"name": "Authorization", "value": "Basic ..."}`
-# (a HAR file's, Postman's and the browsers' header lists).
+# (a HAR file's, Postman's and the browsers' header lists); a `keyName`
+# sibling names a key (Azure's storage account keys).
 _NAME_KEYS = ("name", "Name", "key", "Key", "id", "label")
 _VALUE_KEYS = frozenset({"value", "Value"})
 
@@ -105,6 +106,8 @@ def _dict_leaves(value: dict) -> list:
     ...}}`)."""
     named = next((n for k in _NAME_KEYS if isinstance(n := value.get(k), str)
                   and (is_secret_key(n) or n.lower() in _HEADER_KEYS)), None)
+    if named is None and isinstance(value.get("keyName"), str):
+        named = "key"  # (`az storage account keys list`: `{"keyName": "key1", "value": ...}`, taken when it looks random)
     out: list = []
     for k, v in value.items():
         if isinstance(v, str):
