@@ -312,9 +312,9 @@ _prefixed("provider_token", ("ATBB", "EAAA", "EAACEdEose0cBA", "api_org_", "IQoJ
 # tokens, LangSmith, NVIDIA, HubSpot, Pinecone, PostHog, Rootly, Salad,
 # Tailscale, CircleCI, Figma, Atlassian, Ramp, 42, OpenShift, Alibaba,
 # Artifactory, Bedrock, Facebook, Grafana's legacy keys, a JWT in base64).
-_prefixed("provider_token", ("ops_eyJ", "duffel_live_", "duffel_test_", "EZAK", "EZTK", "fio-u-", "pnu_", "rdme_", "tk-us-", "xkeysib-", "sm_aat_",
-                             "sm_pat_", "sm_sat_", "shippo_live_", "shippo_test_", "sgp_",
-                             "CFPAT-", "NRBR-", "NRIQ-", "ak_live_", "bkua_", "dckr_oat_", "flb_live_",
+_prefixed("provider_token", ("ops_eyJ", "duffel_live_", "duffel_test_", "EZAK", "EZTK", "fio-u-", "pnu_", "rdme_",
+                             "tk-us-", "xkeysib-", "sm_aat_", "sm_pat_", "sm_sat_", "shippo_live_", "shippo_test_",
+                             "sgp_", "CFPAT-", "NRBR-", "NRIQ-", "ak_live_", "bkua_", "dckr_oat_", "flb_live_",
                              "lsv2_pt_", "lsv2_sk_", "nvapi-", "pat-na1-", "pat-eu1-", "pcsk_", "phx_", "rootly_",
                              "salad_cloud_", "tskey-", "CCIPAT_", "figd_", "ATCTT3xFfG", "ramp_sec_", "s-s4t2ud-",
                              "s-s4t2af-", "sha256~", "LTAI", "AKCp", "cmVmd", "ABSK", "EAAC", "EAAM", "eyJrIjoi",
@@ -366,8 +366,8 @@ _prefixed("provider_token", ("ico-", "cfk_", "slk_", "sqco_"), r"[A-Za-z0-9]{30,
 _prefixed("provider_token", ("p8e-",), r"(?=[A-Za-z0-9]{0,64}[G-Zg-z])[A-Za-z0-9]{30,4096}",
           (("ADOBE_SECRET=p8e-ym5kmsirlxchrj4a6usggyifygghacgj", "ym5kmsirlxchrj4a6usggyifygghacgj"),), chars="A-Za-z0-9")
 # (heads whose body holds dots: Dynatrace, Fly.io, PlanetScale, Salesforce, Voiceflow, Authress)
-_prefixed("provider_token", ("dt0c01.", "FlyV1 fm2_", "scauth_", "authress_", "pscale_tkn_", "pscale_pw_", "pscale_oauth_", "3MVG9",
-                             "5AEP861", "VF.DM.", "VF.WS."), r"[A-Za-z0-9_\-+/=%.,]{24,4096}",
+_prefixed("provider_token", ("dt0c01.", "FlyV1 fm2_", "scauth_", "authress_", "pscale_tkn_", "pscale_pw_",
+                             "pscale_oauth_", "3MVG9", "5AEP861", "VF.DM.", "VF.WS."), r"[A-Za-z0-9_\-+/=%.,]{24,4096}",
           (("DT_API_TOKEN=dt0c01.ST2EY72KQINMH574WMNVI7YN.G3DFPBEJYMODIDAEX454M7YWBUVEFOWKPRVMWFASS64NFH52PX6BNDVFFM572RZM",
             "ST2EY72KQINMH574WMNVI7YN.G3DFPBEJYMODIDAEX454M7YWBUVEFOWKPRVMWFASS64NFH52PX6BNDVFFM572RZM"),))
 # (the whole of it is the client secret, the payment's id too)
