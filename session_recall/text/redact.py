@@ -685,10 +685,10 @@ _kind("sql_password",
       examples=(("CREATE USER ada IDENTIFIED BY 'Sq1Pass99x';", "Sq1Pass99x"),
                 ("ALTER ROLE app WITH PASSWORD 'Sq1Pass99x';", "Sq1Pass99x"),
                 ('$p = ConvertTo-SecureString "Ps9Secure7x" -AsPlainText -Force', "Ps9Secure7x")))
-# A Terraform variable named for a secret, and its default
-# (`variable "db_password" { type = string  default = "..." }`).
+# A Terraform variable whose name ends in a secret-naming key (the same keys
+# as above), and its default (`variable "db_password" { default = "..." }`).
 _kind("password",
-      r"variable[ \t]{1,3}\"[A-Za-z0-9_\-]{0,64}(?:pass|pwd|secret|token|key|credential|auth)[A-Za-z0-9_\-]{0,64}\"[ \t]{0,3}"
+      rf"variable[ \t]{{1,3}}\"[A-Za-z0-9_\-]{{0,64}}?(?:{_PASSWORD_KEYS}|{_SECRET_KEYS}|{_STRICT_KEYS})\"[ \t]{{0,3}}"
       r"\{[^{}]{0,512}?default[ \t]{0,3}=[ \t]{0,3}\"(?P<s>[^\"\n]{1,512})\"",
       ("variable",), flags=re.IGNORECASE | _F, keep=_keep_password,
       examples=(('variable "db_password" {\n  type    = string\n  default = "XAKNZUCczKg72TKO"\n}', "XAKNZUCczKg72TKO"),))
