@@ -187,6 +187,7 @@ def test_a_json_value_under_a_secret_key_is_redacted_in_tool_arguments(key):
     {"fields": [{"id": "password", "type": "CONCEALED", "value": "{v}"}]},  # 1Password's op item get
     {"Name": "prod/db", "SecretString": "{v}"},  # AWS Secrets Manager
     {"request": {"header": [{"key": "Authorization", "value": "Basic ZGVwbG95Om{v}"}]}},  # Postman, HAR
+    [{"creationTime": "2026-01-01T00:00:00Z", "keyName": "key1", "permissions": "FULL", "value": "{v}"}],  # az
 ])
 def test_a_json_secret_named_by_its_header_sibling_or_parent_is_redacted(args):
     """A credential a JSON object names other than by its own key: an HTTP
@@ -304,7 +305,9 @@ def test_a_secret_prefix_is_refused(query):
 
 
 @pytest.mark.parametrize("query", ["sk-learn", "keyboard", "tokenizer", "password", "github", "akia", "npm_config_x",
-                                   "hf_hub_download", "BEGIN", "bearer token", "xoxo", "eyJ"])
+                                   "hf_hub_download", "BEGIN", "bearer token", "xoxo", "eyJ",
+                                   # (heads that are words of code: `_prefixed(..., refuse=False)`)
+                                   "secret_key", "api_key", "API_KEY", "ico-converter", "API-gateway", "sk_learn"])
 def test_ordinary_queries_are_not_refused(query):
     assert R.find_secret(query) is None
 
