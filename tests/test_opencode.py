@@ -12,6 +12,7 @@ import hashlib
 import shutil
 import signal
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
@@ -230,6 +231,107 @@ def test_watch_mirrors_a_running_opencode(data_dir, spawn, wait_until, recall_cm
         wait_until(alive_and(hit("iguana")), 10, "the streamed text to be searchable")
         assert found(reader, "gecko") == [(SHOP, "msg_w1#prt_w1", "user")]
     w.close()
+    proc.send(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+
+
+# OpenCode's writer in the moment that matters: a transaction's frames are in
+# the `-wal` file (its size and time have moved, the watcher had its event) and
+# synced, and the commit is not yet in the WAL index (`-shm`, which the writer
+# updates through shared memory: no file event comes of it). A real SQLite
+# write through apsw, held in its sync of the `-wal` until `go` exists.
+_PAUSED_WRITER = r"""
+import os, sys, time, apsw
+db, flags = sys.argv[1], sys.argv[2]
+def wait(name):
+    while not os.path.exists(os.path.join(flags, name)):
+        time.sleep(0.002)
+class File(apsw.VFSFile):
+    armed = False
+    def __init__(self, name, flags):
+        super().__init__("", name, flags)
+        # (apsw names the main file by a URIFilename, the others by a str)
+        self.wal = (name if isinstance(name, str) else name.filename()).endswith("-wal")
+    def xSync(self, flags):
+        super().xSync(flags)
+        # (not the sync of a new -wal file's 32-byte header: the commit's, after the frames)
+        if self.wal and File.armed and self.xFileSize() > 32:
+            File.armed = False
+            print("paused", file=sys.stderr, flush=True)
+            wait("go")
+class Vfs(apsw.VFS):
+    def __init__(self):
+        super().__init__("paused", "")
+    def xOpen(self, name, flags):
+        return File(name, flags)
+vfs = Vfs()
+conn = apsw.Connection(db, vfs="paused")
+conn.execute("PRAGMA synchronous = FULL")
+t = int(time.time() * 1000)
+File.armed = True
+with conn:
+    conn.execute("INSERT INTO message VALUES ('msg_p1', ?, ?, ?, ?)", (sys.argv[3], t, t, '{"role":"user"}'))
+    conn.execute("INSERT INTO part VALUES ('prt_p1', 'msg_p1', ?, ?, ?, ?)",
+                 (sys.argv[3], t, t, '{"type":"text","text":"the gecko"}'))
+print("committed", file=sys.stderr, flush=True)
+wait("quit")
+conn.close()
+"""
+
+
+def _paused_writer(spawn, db: Path, flags: Path):
+    flags.mkdir()
+    proc = spawn([sys.executable, "-c", _PAUSED_WRITER, db, flags, SHOP], name="writer")
+    proc.wait_for("paused")
+    return proc
+
+
+def test_a_commit_published_after_its_frames_is_read_by_the_next_sync(data_dir, open_index, spawn, tmp_path):
+    """A sync that runs between a transaction's frames and its commit sees
+    nothing new, though the `-wal` file changed; the next sync must read the
+    commit when it is published, with no change to either file's size or time."""
+    ix = open_index()
+    ix.sync([str(data_dir)])
+    db, flags = data_dir / "opencode.db", tmp_path / "flags"
+    writer = _paused_writer(spawn, db, flags)
+    ix.sync([str(data_dir)])
+    assert found(ix, "gecko") == []
+    wal = (db.with_name(db.name + "-wal")).stat()
+    (flags / "go").touch()
+    writer.wait_for("committed")
+    after = (db.with_name(db.name + "-wal")).stat()
+    assert (after.st_size, after.st_mtime_ns) == (wal.st_size, wal.st_mtime_ns)  # the moment this test is about
+    ix.sync([str(data_dir)])
+    assert found(ix, "gecko") == [(SHOP, "msg_p1#prt_p1", "user")]
+    (flags / "quit").touch()
+    assert writer.wait(timeout=10) == 0
+
+
+def test_watch_reads_a_commit_published_after_its_frames(data_dir, spawn, wait_until, recall_cmd, tmp_path):
+    """The same moment under `recall watch`: the `-wal` file's event comes,
+    the watcher's pass finds nothing committed, and the commit then comes with
+    no event at all. The watcher looks at a database again after its passes,
+    so the commit is searchable within seconds, not at the next reconcile."""
+    db = tmp_path / "watch.db"
+    proc = spawn([*recall_cmd, "--db", db, "watch", data_dir], name="watch")
+    proc.wait_for("watching")
+    source, flags = data_dir / "opencode.db", tmp_path / "flags"
+    with Index.open(db) as reader:
+        wait_until(lambda: found(reader, "pelican"), 10, "the first pass")
+        writer = _paused_writer(spawn, source, flags)
+
+        def recorded() -> bool:  # the watcher's pass over the grown -wal file is done
+            assert proc.alive(), proc.stderr()
+            row = reader.store.conn.execute("SELECT size FROM files WHERE path = ?", (str(source),)).fetchone()
+            return row is not None and row[0] == F.database_stat(str(source))[0]
+
+        wait_until(recorded, 10, "the watcher to read the database with the frames in its -wal file")
+        assert found(reader, "gecko") == []
+        (flags / "go").touch()
+        writer.wait_for("committed")
+        wait_until(lambda: found(reader, "gecko"), 10, "the commit to be searchable")
+    (flags / "quit").touch()
+    assert writer.wait(timeout=10) == 0
     proc.send(signal.SIGTERM)
     assert proc.wait(timeout=5) == 0
 

@@ -109,19 +109,33 @@ def is_database(path: str) -> bool:
     return path.endswith(".db")
 
 
-def database_stat(path: str) -> tuple[int, int]:
-    """(size, mtime_ns) of a database with its write-ahead log: a database in
-    WAL mode changes its `-wal` file first, the main file only at a checkpoint."""
+def database_stat(path: str) -> tuple[int, int, str | None]:
+    """(size, mtime_ns, published) of a database with its write-ahead log: a
+    database in WAL mode changes its `-wal` file first, the main file only at
+    a checkpoint. `published` names the commits its readers can see: a digest
+    of the WAL index's header (the first 96 bytes of `-shm`, both copies),
+    which the writer updates when a transaction commits, after the
+    transaction's frames are written and synced. A writer held in between
+    (a slow sync, a busy machine) has moved the `-wal` file's size and time
+    while a reader still sees the commit before, and the header's update
+    comes through shared memory, with no file event and no change to either
+    file's size or time. None without a `-shm` file (not in WAL mode, or
+    not open)."""
     st = os.stat(path)
     size, mtime = st.st_size, st.st_mtime_ns
     try:
         wal = os.stat(path + "-wal")
     except OSError:
-        return size, mtime
+        return size, mtime, None
     # (An empty one holds nothing: a reader opening the database creates it.)
     if wal.st_size:
         size, mtime = size + wal.st_size, max(mtime, wal.st_mtime_ns)
-    return size, mtime
+    try:
+        with open(path + "-shm", "rb") as fh:
+            header = fh.read(96)
+    except OSError:
+        return size, mtime, None
+    return size, mtime, hashlib.blake2b(header, digest_size=8).hexdigest()
 
 
 def is_document(path: str) -> bool:

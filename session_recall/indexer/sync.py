@@ -174,6 +174,9 @@ class Syncer:
         # Symlinked folders and logs met in the sources listed by this pass,
         # as (path through the link, real path): the watcher watches them.
         self.links: list[tuple[str, str]] = []
+        # Databases this pass opened because they changed: the watcher looks
+        # at them again (watch.SETTLE_S).
+        self.databases_read: list[str] = []
 
     # --- entry points -----------------------------------------------------------
 
@@ -434,7 +437,7 @@ class Syncer:
                 with self.store.atomic():
                     self.conn.execute("UPDATE files SET missing = 0 WHERE id = ?", (fid,))
             if F.is_database(path):
-                self._sync_database(fid, kind, path, size, mtime_ns, state, problems)
+                self._sync_database(fid, kind, path, (size, mtime_ns, phash), state, problems)
                 return 1
             # Unchanged size, mtime and inode: nothing to read. A log replaced
             # by another file (written beside it, renamed over it) is a new
@@ -463,16 +466,18 @@ class Syncer:
             return 1
         return 0
 
-    def _sync_database(self, fid: int, kind: str, path: str, size: int, mtime_ns: int, state: str | None,
-                       problems: Counter[str]) -> None:
+    def _sync_database(self, fid: int, kind: str, path: str, seen: tuple[int, int, str | None],
+                       state: str | None, problems: Counter[str]) -> None:
         """A source that is an SQLite database: what changed since the state
         saved with it, read by its kind (never written), one transaction a
-        batch with the state after it. Unchanged (with its write-ahead log),
-        it is not opened."""
+        batch with the state after it. Unchanged (with its write-ahead log and
+        the commits its readers can see, `F.database_stat`: kept as the
+        file's size, mtime_ns and prefix_hash), it is not opened."""
         with self._file_errors(problems):
-            sig = F.database_stat(path)
-            if sig == (size, mtime_ns):
+            sig = F.database_stat(path)  # before the read: a commit after it is read by the next pass
+            if sig == seen:
                 return
+            self.databases_read.append(path)
             st = os.stat(path)
             for events, new_state, skips in kinds()[kind].read_database(path, orjson.loads(state) if state else {}):
                 self._open_group().join()
@@ -501,8 +506,9 @@ class Syncer:
             with self.store.atomic():
                 # (Its offset is its size: read to the end, nothing waits, as `recall status` counts it.)
                 self.conn.execute(
-                    "UPDATE files SET size = ?, offset = ?, mtime_ns = ?, dev = ?, ino = ?, indexed_at = ? WHERE id = ?",
-                    (sig[0], sig[0], sig[1], st.st_dev, st.st_ino, utcnow(), fid))
+                    "UPDATE files SET size = ?, offset = ?, mtime_ns = ?, prefix_hash = ?, dev = ?, ino = ?, "
+                    "indexed_at = ? WHERE id = ?",
+                    (sig[0], sig[0], sig[1], sig[2], st.st_dev, st.st_ino, utcnow(), fid))
             self.report.files_read += 1
 
     def _detect(self, path: str) -> str | None:

@@ -44,6 +44,15 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_S = 0.1
 RECONCILE_EVERY_S = 300.0
+# A database's commit becomes visible to its readers when its writer updates
+# the WAL index (`-shm`, through shared memory: no file event), after the
+# frames are written to the `-wal` file whose event woke the watcher. A pass
+# that ran in between found nothing new, and no event follows. So a database
+# that a pass opened (it had changed) is looked at again this long after that
+# pass, then this long after the next look, and so on; a look that finds it
+# unchanged costs two stats and a read of 96 bytes (files.database_stat), and
+# one that finds a change starts the series again.
+SETTLE_S = (0.2, 1.0, 4.0)
 DISCOVER_EVERY_S = 2.0
 
 
@@ -154,6 +163,8 @@ class Watcher:
         self.on_sync = on_sync
         self._dirty: set[str] = set()
         self._reconcile = False
+        # database path -> (index into SETTLE_S of its next look, when it is due)
+        self._settle: dict[str, tuple[int, float]] = {}
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._syncer: Syncer | None = None
@@ -183,6 +194,8 @@ class Watcher:
             report = fn(self._syncer)
             for link, real in self._syncer.links:
                 self._watch_link(link, real)
+            for path in self._syncer.databases_read:
+                self._settle[path] = (0, time.monotonic() + SETTLE_S[0])
         except (apsw.FullError, apsw.CorruptError, apsw.NotADBError, apsw.ReadOnlyError):
             raise
         except Exception:
@@ -193,6 +206,27 @@ class Watcher:
             return
         if self.on_sync:
             self.on_sync(report)
+
+    def _wait_s(self) -> float:
+        """How long the loop may sleep with nothing queued: a second, or until
+        the next look at a database (SETTLE_S)."""
+        if not self._settle:
+            return 1.0
+        return max(0.0, min(1.0, min(at for _, at in self._settle.values()) - time.monotonic()))
+
+    def _looks_due(self) -> list[str]:
+        """The databases whose next look is due, each moved on to the look
+        after it (or off the list after the last). A look that finds a change
+        is a read, which starts its series again (`_sync`)."""
+        now = time.monotonic()
+        due = [path for path, (_, at) in self._settle.items() if at <= now]
+        for path in due:
+            i = self._settle[path][0] + 1
+            if i < len(SETTLE_S):
+                self._settle[path] = (i, now + SETTLE_S[i])
+            else:
+                del self._settle[path]
+        return due
 
     def _schedule(self, root: str) -> bool:
         """Watch `root` (a folder, or a file's folder) unless it is watched or absent."""
@@ -269,13 +303,15 @@ class Watcher:
                     self._add_sources()
                     with self._cond:
                         if not self._dirty and not self._reconcile:
-                            self._cond.wait(timeout=1.0)
+                            self._cond.wait(timeout=self._wait_s())
                     if self._stop.is_set():
                         break
                     due = time.monotonic() - last_reconcile >= self.reconcile_every
-                    if not self._dirty and not self._reconcile and not due:
+                    looks = self._looks_due()
+                    if not self._dirty and not self._reconcile and not due and not looks:
                         continue
-                    time.sleep(self.debounce)  # let the writer finish its burst
+                    if self._dirty or self._reconcile:
+                        time.sleep(self.debounce)  # let the writer finish its burst
                     with self._cond:
                         dirty, self._dirty = self._dirty, set()
                         reconcile, self._reconcile = self._reconcile or due, False
@@ -283,7 +319,7 @@ class Watcher:
                         self._sync(self._reconcile_all)
                         last_reconcile = time.monotonic()
                     else:
-                        self._sync(lambda s: s.sync_files(sorted(dirty)))
+                        self._sync(lambda s: s.sync_files(sorted(dirty | set(looks))))
             finally:
                 with contextlib.suppress(OSError):
                     marker.unlink()
