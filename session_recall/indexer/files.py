@@ -128,14 +128,18 @@ def database_stat(path: str) -> tuple[int, int, str | None]:
     except OSError:
         return size, mtime, None
     # (An empty one holds nothing: a reader opening the database creates it.)
-    if wal.st_size:
-        size, mtime = size + wal.st_size, max(mtime, wal.st_mtime_ns)
+    if not wal.st_size:
+        return size, mtime, None
+    size, mtime = size + wal.st_size, max(mtime, wal.st_mtime_ns)
     try:
         with open(path + "-shm", "rb") as fh:
             header = fh.read(96)
     except OSError:
         return size, mtime, None
-    return size, mtime, hashlib.blake2b(header, digest_size=8).hexdigest()
+    # Of each copy, what names the commits (mxFrame, nPage, the last frame's
+    # checksum, the salts), not iChange or isInit, which a reader's recovery
+    # of the same frames rewrites.
+    return size, mtime, hashlib.blake2b(header[16:40] + header[64:88], digest_size=8).hexdigest()
 
 
 def is_document(path: str) -> bool:
