@@ -113,14 +113,14 @@ def database_stat(path: str) -> tuple[int, int, str | None]:
     """(size, mtime_ns, published) of a database with its write-ahead log: a
     database in WAL mode changes its `-wal` file first, the main file only at
     a checkpoint. `published` names the commits its readers can see: a digest
-    of the WAL index's header (the first 96 bytes of `-shm`, both copies),
+    of the WAL index's header (in the first 96 bytes of `-shm`, two copies),
     which the writer updates when a transaction commits, after the
     transaction's frames are written and synced. A writer held in between
     (a slow sync, a busy machine) has moved the `-wal` file's size and time
     while a reader still sees the commit before, and the header's update
     comes through shared memory, with no file event and no change to either
-    file's size or time. None without a `-shm` file (not in WAL mode, or
-    not open)."""
+    file's size or time. None with an empty or no `-wal` file, or no
+    `-shm` file (not in WAL mode, or not open)."""
     st = os.stat(path)
     size, mtime = st.st_size, st.st_mtime_ns
     try:
