@@ -153,4 +153,11 @@ OUTSIDE: list[tuple[str, str]] = [
     _outside("      - name: REDIS_PASSWORD\n        value: {}\n", _body(16)),
     _outside("Driver={{ODBC Driver 18}};PWD={{{}!x}};", _body(16)),
     _outside("token ewogICJhbGciOiAiUlMyNTYiCn0.ewogICJzdWIiOiAiYWRhIgp9.{}", _body(32)),
+    # Redactor version 5 stored these (shapes of gitleaks' Facebook access
+    # token and trufflehog's Zoho and Gemini detectors; version 6).
+    _outside("FB.api('/me', {{token: '5787803457532702|{}'}})", _body(32, _HEX)),
+    _outside("GET /debug_token?input_token=477694365976971%7C{} HTTP/1.1", _body(29, _LOW + "-_")),
+    _outside("zoho crm refresh 1000.{}", _body(32, _HEX) + "." + _body(32, _HEX)),
+    _outside("exchange key master-{} for the bot", _body(20)),
+    _outside("exchange key account-{} for the bot", _body(20)),
 ]

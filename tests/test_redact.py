@@ -392,14 +392,17 @@ def test_the_ids_and_times_kept_without_the_table_hold_no_secret(plain_id: str, 
     only triggers written in those letters are heads of upper-case kinds
     (`ACCA`, `EAAA`, `EAAC`, `BBDC-`, `BBFF-`, `NF-`, 21 `A`s), which match
     no lower-case text, and two heads whose body must hold a letter past `f`
-    (`p8e-`, `4b1d`)."""
+    (`p8e-`, `4b1d`); the one written in a time's letters is Zoho's `1000.`."""
     assert R._spans(plain_id) == [] and R._spans(ts) == []
     # (every way a trigger can sit in such an id: after one letter, a hex
     # digit or a group's dash, before a digit, a dash or a block number)
     heads, tails = ["", "a", "a-", "a_", "a0", "0", "a0-", "0-", "a-0", "a_0", "0-0"], ["", "0", "-0", "#0", ":0", "0-0"]
     in_ids = {t for t in R._TRIGGERS if t != "\n" and any(R._PLAIN_ID.fullmatch(h + t + e) for h in heads for e in tails)}
     assert in_ids == {"acca", "eaaa", "eaac", "bbdc-", "bbff-", "nf-", "p8e-", "4b1d", "a" * 21}
-    assert not [t for t in R._TRIGGERS if set(t) <= set("0123456789-tz:.+ ")]  # (a time, lowered)
+    # (a time, lowered: only Zoho's `1000.` is written in its letters, and its
+    # kind needs 65 hex digits and a dot after it, where a time has at most 9 digits)
+    assert [t for t in R._TRIGGERS if set(t) <= set("0123456789-tz:.+ ")] == ["1000."]
+    assert R._spans("2026-12-07T21:1000.123456789Z") == [] and R._spans("1000." + "0" * 9 + "Z") == []
     for t in ("p8e-", "4b1d"):
         ids = [t + body for body in ("0" * 40, "0123456789abcdef" * 3, "f" * 64)]
         assert all(R._PLAIN_ID.fullmatch(i) and R._spans(i) == [] for i in ids), t

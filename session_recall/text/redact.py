@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from .fold import PLACEHOLDER, PLACEHOLDER_CLOSE, PLACEHOLDER_OPEN
 
-REDACTOR_VERSION = 5
+REDACTOR_VERSION = 6
 
 _F = re.ASCII  # case-insensitive parts fold ASCII only, as the lowered triggers do
 
@@ -411,6 +411,24 @@ _kind("provider_token", r"tines\.com\\?/webhook\\?/(?P<s>[a-z0-9]{32}\\?/[a-z0-9
 _kind("provider_token", r"(?<![A-Za-z0-9])(?P<s>[a-f0-9]{8}:[a-f0-9]{8})@(?:gems|enterprise)\.contribsys\.com",
       (".contribsys.com",), mode="window", back=32, ahead=40,
       examples=(('source "https://676f14f5:3c03decc@gems.contribsys.com/" do', "676f14f5:3c03decc"),))
+# (shapes that version 5 still stored, after the same rule lists: a Facebook
+# app token, its app id, `|` or its URL escape, then the secret, which is
+# what goes; a Zoho OAuth token, `1000.` and two 32-hex parts; a Gemini
+# exchange key, `master-` or `account-` and 20 letters and digits holding a
+# digit or a capital, so `account-settingspanelview` stays)
+_kind("provider_token", r"(?<![0-9])[0-9]{15,16}(?:\||%7[Cc])(?P<s>[0-9A-Za-z_\-]{27,40})(?![0-9A-Za-z_\-])",
+      tuple(f"{d}{sep}" for d in "0123456789" for sep in ("|", "%7c")), mode="window", back=16, ahead=46,
+      keep=_placeholder_token,
+      examples=(("graph.get('/me', '1493056287419306|kT9mZ2xQ7vR4nB8wL1cF5hJ3dS6gA0eP')",
+                 "kT9mZ2xQ7vR4nB8wL1cF5hJ3dS6gA0eP"),
+                ("GET /debug?input=402918573619284%7Cq8Wn3Lx5Zr7Tb2Mv9Kc4Hd6Jf1Gs0Pa", "q8Wn3Lx5Zr7Tb2Mv9Kc4Hd6Jf1Gs0Pa")))
+_kind("provider_token", r"(?<![0-9.])1000\.(?P<s>[a-f0-9]{32}\.[a-f0-9]{32})(?![A-Za-z0-9])", ("1000.",),
+      examples=(("zoho refresh 1000.4f9c2e7a1b3d5f8e0c6a9b2d4e7f1a3c.8e2b5d9f1c4a7e3b6d0f2a8c5e9b1d4f",
+                 "4f9c2e7a1b3d5f8e0c6a9b2d4e7f1a3c"),))
+_kind("provider_token", r"(?<![A-Za-z0-9_\-])(?:master|account)-(?=[0-9A-Za-z]{0,19}[0-9A-Z])[0-9A-Za-z]{20}"
+      r"(?![A-Za-z0-9_\-])", ("master-", "account-"),
+      examples=(("gemini: master-vK3fPm8xAe7zDOnLrMq2 and its secret", "vK3fPm8xAe7zDOnLrMq2"),
+                ("the key is account-Zt9Qw2Er4Ty6Ui8Op0As here", "Zt9Qw2Er4Ty6Ui8Op0As")))
 _kind("twitter_bearer", r"A{21}(?P<s>[A-Za-z0-9%]{30,4096})", ("aaaaaaaaaaaaaaaaaaaaa",),
       examples=(("AAAAAAAAAAAAAAAAAAAAAtuxMl5gjTdf04Nr0G7UNJGhA0fjKt4%2Ba7b", "tuxMl5gjTdf04Nr0G7UNJGhA0fjKt4"),))
 _kind("discord_webhook", r"discord(?:app)?\.com[/_]api[/_]webhooks[/_][0-9]{17,20}[/_](?P<s>[A-Za-z0-9_\-]{60,100})",
