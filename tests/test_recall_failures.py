@@ -101,6 +101,10 @@ def test_an_unknown_session_is_a_hint(proj, corpus):
     corpus.session("s1", proj).message("m1", "font")
     env = corpus.open().recall("font", cwd=str(proj), session_id="s9")
     assert env.status == "unknown_session" and "s9" in env.hint and env.results == []
+    assert "without session_id" in env.hint
+    # A lookup of the session itself (show) has no filter to drop.
+    located = corpus.open().locate_session("zzzz", cwd=str(proj))
+    assert located.status == "unknown_session" and "zzzz" in located.hint and "without" not in located.hint, located.hint
 
 
 def test_a_hostile_cwd_is_named_in_a_hint_escaped_and_cut(tmp_path, proj, corpus):

@@ -357,7 +357,7 @@ class Engine:
             if rows and self.settings.all_projects == "confirm":
                 return Located(status="unknown_session", hint=E.session_elsewhere_hint(prefix))
         if not rows:
-            return Located(status="unknown_session", hint=E.unknown_session_hint(prefix, verdict.scope))
+            return Located(status="unknown_session", hint=E.unknown_session_hint(prefix, verdict.scope, searching=False))
         ids = sorted({r[3] for r in rows})
         if len(ids) > 1:
             return Located(status="unknown_session", hint=E.ambiguous_session_hint(prefix, ids))

@@ -128,9 +128,11 @@ def empty_index_hint() -> str:
             "(`recall index`, or [[sources]] in the config).")
 
 
-def unknown_session_hint(session_id: str, scope: Scope) -> str:
-    return (f"No session {session_id!r} in scope ({scope_words(scope)}). Check the id, "
-            "or search without session_id.")
+def unknown_session_hint(session_id: str, scope: Scope, searching: bool = True) -> str:
+    """`searching`: a recall filtered to that session (which can drop the
+    filter); else a lookup of the session itself (show), which cannot."""
+    return (f"No session {session_id!r} in scope ({scope_words(scope)}). Check the id"
+            + (", or search without session_id." if searching else " or the first characters given."))
 
 
 def empty_session_hint() -> str:
