@@ -132,14 +132,28 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path or config_path()} is not valid TOML: {e}") from None
     except ValidationError as e:
+        file = str(path or config_path())
         lines = []
         for err in e.errors():
             key = ".".join(str(p) for p in err["loc"])
+            where = _env_name(str(err["loc"][0])) if err["loc"] else None
+            origin = f"{key} (from the environment variable {where})" if where else f"{key} (in {file})"
             if err["type"] == "extra_forbidden":
-                lines.append(f"{key}: unknown key; the keys are {', '.join(Settings.model_fields)}")
+                lines.append(f"{origin}: unknown key; the keys are {', '.join(Settings.model_fields)}")
             else:
-                lines.append(f"{key}: {err['msg']}; got {err.get('input')!r}")
-        raise ConfigError("bad configuration in " + str(path or config_path()) + ":\n  " + "\n  ".join(lines)) from None
+                lines.append(f"{origin}: {err['msg']}; got {err.get('input')!r}")
+        raise ConfigError("bad configuration:\n  " + "\n  ".join(lines)) from None
+
+
+def _env_name(field: str) -> str | None:
+    """The RECALL_* variable that set `field`, if one did: the environment
+    wins over the file, so a bad value under that key came from it. Names
+    are matched without case, as the settings read them."""
+    name = "RECALL_" + field.upper()
+    for var in os.environ:
+        if var.upper() == name or var.upper().startswith(name + "__"):
+            return var
+    return None
 
 
 def configured_sources(settings: Settings) -> list[tuple[str, str]]:

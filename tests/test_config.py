@@ -75,3 +75,21 @@ def test_the_cli_stops_on_a_bad_config_with_the_message(config, run_recall):
     assert out.returncode != 0
     assert "all_projects" in out.stderr and "confirm" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_bad_environment_value_names_the_variable_not_the_file(config, monkeypatch):
+    path = config('redaction = "hash"\n')
+    monkeypatch.setenv("RECALL_ALL_PROJECTS", "maybe")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    message = str(err.value)
+    assert "RECALL_ALL_PROJECTS" in message and "'allow', 'deny' or 'confirm'" in message
+    assert str(path) not in message  # the file holds nothing wrong
+
+
+def test_a_bad_file_value_beside_a_good_environment_names_the_file(config, monkeypatch):
+    path = config('redaction = "blur"\n')
+    monkeypatch.setenv("RECALL_ALL_PROJECTS", "deny")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert f"redaction (in {path})" in str(err.value) and "RECALL_" not in str(err.value)
