@@ -126,10 +126,13 @@ class AllProjectsConsent(BaseModel):
 @dataclass(frozen=True)
 class Decision:
     """The answer to `all_projects` under the confirm policy. `allowed` None:
-    nobody was asked (not needed). `why` says why the answer is no."""
+    nobody was asked (not needed). `why` says why the answer is no;
+    `by_user` that the no is the user's own answer (declined, or answered
+    no), not a question nobody could answer."""
 
     allowed: bool | None
     why: str = ""
+    by_user: bool = False
 
 
 NOT_ASKED = Decision(None)
@@ -265,10 +268,10 @@ def _decision(outcome: Any) -> Decision:
         if isinstance(data, Decision):
             return data
         if isinstance(data, AllProjectsConsent):
-            return Decision(True) if data.allow is True else Decision(False, "the user answered no")
+            return Decision(True) if data.allow is True else Decision(False, "the user answered no", by_user=True)
         return Decision(False, "the confirmation returned no usable answer")
     if isinstance(outcome, DeclinedElicitation):
-        return Decision(False, "the user declined")
+        return Decision(False, "the user declined", by_user=True)
     return Decision(False, "the user dismissed the question without answering")
 
 
@@ -337,7 +340,8 @@ class RecallServer:
     def _confirm(decision: Decision) -> Callable[[str], bool] | None:
         if decision.allowed is None:
             return None  # not asked: should the engine ask anyway, no callback means no
-        return lambda _question: decision.allowed is True
+        answer = True if decision.allowed is True else (False if decision.by_user else None)
+        return lambda _question: answer
 
     @staticmethod
     def _explain(env: Envelope, decision: Decision) -> Envelope:

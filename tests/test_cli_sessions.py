@@ -31,13 +31,15 @@ def test_show_and_session_reach_a_session_by_a_unique_prefix_under_the_policy(pr
     listed.write_text(f'deny_cwds = ["{other}"]\n')
     db = ["--db", corpus.db]
     here = ["--cwd", proj]
-    (md, js, ambiguous, far, far_confirm, far_deny, far_listed, far_listed_all, search_far, search_prefix) = run_all(
+    (md, js, ambiguous, far, far_confirm, far_confirm_all, far_deny, far_listed, far_listed_all, search_far,
+     search_prefix) = run_all(
         run_recall,
         [*db, "show", "abc1234", *here],
         [*db, "show", "abc1234", *here, "--format", "json"],
         [*db, "show", "abc12", *here],
         [*db, "show", "abd", *here],
         [*db, "--config", configs["confirm"], "show", "abd", *here],
+        [*db, "--config", configs["confirm"], "show", "abd", *here, "--all-projects"],  # no terminal to ask on
         [*db, "--config", configs["deny"], "show", "abd", *here],
         [*db, "--config", listed, "show", "abd", *here],
         [*db, "--config", listed, "show", "abd", *here, "--all-projects"],
@@ -59,6 +61,9 @@ def test_show_and_session_reach_a_session_by_a_unique_prefix_under_the_policy(pr
     assert ambiguous.returncode == 2 and "abc12345-one" in ambiguous.stderr and "abc12399-two" in ambiguous.stderr
     assert far.returncode == 0 and "Far away" in far.stdout  # another project: the default policy allows it
     assert far_confirm.returncode == 2 and "--all-projects" in far_confirm.stderr
+    # --all-projects was given and nobody could answer: the hint says where to ask, not to add it
+    assert far_confirm_all.returncode == 3 and "Far away" not in far_confirm_all.stdout + far_confirm_all.stderr
+    assert "from a terminal" in far_confirm_all.stderr and "add --all-projects" not in far_confirm_all.stderr
     assert far_deny.returncode == 2 and "Far away" not in far_deny.stdout + far_deny.stderr
     for done in (far_listed, far_listed_all):  # the denylist wins, and looks like an unknown id
         assert done.returncode == 2 and "Far away" not in done.stdout + done.stderr

@@ -186,11 +186,14 @@ def test_confirm_policy_opens_all_projects_only_on_true(tmp_path, answer, opens)
         assert v.scope is not None and v.scope.kind == "all"
     else:
         assert v.scope is None and v.hint
+        # a no is the user's; anything else is a question nobody answered
+        said = "did not allow" if answer is False else "could not be asked or did not answer"
+        assert said in v.hint, v.hint
 
 
 def test_confirm_without_anyone_to_ask_fails_closed(tmp_path):
     v = decide_scope(Settings(all_projects="confirm"), cwd=str(tmp_path), session_id=None, all_projects=True)
-    assert v.scope is None and "confirm" in v.hint
+    assert v.scope is None and "confirm" in v.hint and "so that the user is asked" in v.hint
 
 
 def test_allow_and_deny_policies(tmp_path):

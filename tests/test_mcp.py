@@ -228,6 +228,7 @@ def test_confirm_fails_closed_without_elicitation(server):
             env = await call(s, "recall", {"query": "字体", "all_projects": True})
             assert env.status == "denied" and not env.results
             assert "elicitation" in env.gaps["all_projects"]
+            assert "could not be asked" in env.hint and "so that the user is asked" not in env.hint
 
     anyio.run(main)
 
@@ -252,6 +253,9 @@ def test_confirm_asks_the_user_and_only_yes_allows(server):
                 env = await call(s, "recall", {"query": "字体", "all_projects": True})
                 assert env.status == "denied" and not env.results, mode
                 assert env.gaps["all_projects"], mode
+                # the user's own no, or a question nobody answered: the hint says which
+                said = "did not allow" if mode in ("no", "decline") else "could not be asked or did not answer"
+                assert said in env.hint, (mode, env.hint)
             assert "0.5s" in env.gaps["all_projects"]  # the silent client: nobody answered in time
             answers.release.set()
 

@@ -206,8 +206,14 @@ def _policy(settings: Settings, confirm: Confirm | None, question: str, why: str
             except Exception:
                 answer = None
         if answer is not True:
-            return Verdict(None, why + "searching all projects needs the user's confirmation, and none was given; "
-                                       "search this project instead (or pass the cwd of the one project you "
-                                       "mean), or ask for all projects explicitly (all_projects; on the command "
-                                       "line --all-projects) so that the user is asked")
+            instead = "search this project instead (or pass the cwd of the one project you mean)"
+            if confirm is None:  # nobody was asked
+                return Verdict(None, why + "searching all projects needs the user's confirmation, and none was "
+                                           f"given; {instead}, or ask for all projects explicitly (all_projects; "
+                                           "on the command line --all-projects) so that the user is asked")
+            if answer is False:  # the user's own no
+                return Verdict(None, why + f"the user did not allow searching all projects; {instead}")
+            return Verdict(None, why + "searching all projects needs the user's confirmation, and the user "
+                                       f"could not be asked or did not answer; {instead}, or ask again where "
+                                       "the user can answer (on the command line: from a terminal)")
     return None
