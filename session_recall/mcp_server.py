@@ -45,7 +45,7 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp.types.version import is_version_at_least
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from . import Index, __version__, paths
 from .model import Diagnostics, Envelope
@@ -104,7 +104,21 @@ Question = Annotated[str | None, Field(description=(
     "Natural language, any language; its keywords rank (alone: any keyword matches)."))]
 AllProjects = Annotated[bool, Field(description=(
     "Search every project on this machine, not only the current one (the user's policy decides)."))]
-Cwd = Annotated[str | None, Field(description=(
+def _absolute_cwd(cwd: str | None) -> str | None:
+    """A `cwd` argument names a folder as an absolute path (`~` for the home
+    folder may lead it); a relative one would be read against wherever the
+    server was started, and a NUL names no folder, so either is a bad
+    argument, not a quiet search of some other scope. Blank is no cwd."""
+    if cwd is None or not cwd.strip():
+        return cwd
+    if "\x00" in cwd:
+        raise ValueError("a folder name cannot hold a NUL character")
+    if not os.path.isabs(os.path.expanduser(cwd)):
+        raise ValueError("must be an absolute path (it starts with `/`, or `~` for the home folder)")
+    return cwd
+
+
+Cwd = Annotated[str | None, AfterValidator(_absolute_cwd), Field(description=(
     "Absolute path of the project to search (default: the current one). `/`, the home folder or a "
     "folder above the project mean all projects."))]
 SessionId = Annotated[str | None, Field(description="Only this session (a `session_id` from a result).")]
@@ -113,7 +127,7 @@ Cursor = Annotated[str | None, Field(description=(
     "A result's `next_cursor`, with the same other arguments, for the next page."))]
 Anchor = Annotated[str, Field(description="A passage's `anchor_id` from `recall`, exactly.")]
 MoreAllProjects = Annotated[bool, Field(description="As in the `recall` that found the passage.")]
-MoreCwd = Annotated[str | None, Field(description="As in the `recall` that found the passage.")]
+MoreCwd = Annotated[str | None, AfterValidator(_absolute_cwd), Field(description="As in the `recall` that found the passage.")]
 
 
 class AllProjectsConsent(BaseModel):
@@ -209,9 +223,10 @@ def _result(env: Envelope) -> CallToolResult:
 
 # What each tool's arguments take, for the hint of a call whose arguments do not fit.
 _ARGUMENT_TYPES = {
-    "recall": ("`query`, `question`, `cwd`, `session_id` and `cursor` strings, `all_projects` "
-               "true or false, `limit` a whole number"),
-    "recall_more": "`anchor` a string (a passage's `anchor_id`), `all_projects` true or false, `cwd` a string",
+    "recall": ("`query`, `question`, `session_id` and `cursor` strings, `cwd` an absolute path, "
+               "`all_projects` true or false, `limit` a whole number"),
+    "recall_more": ("`anchor` a string (a passage's `anchor_id`), `all_projects` true or false, "
+                    "`cwd` an absolute path"),
 }
 
 

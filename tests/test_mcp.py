@@ -303,7 +303,12 @@ def test_arguments_of_the_wrong_type_get_an_envelope_that_names_them(server):
              ("recall", {"query": ["font", "serif"]}, "`query`"),
              ("recall_more", {}, "`anchor`"),
              ("recall_more", {"anchor": 42}, "`anchor`"),
-             ("recall_more", {"anchor": "WyJhIl0", "cwd": ["/"]}, "`cwd`")]
+             ("recall_more", {"anchor": "WyJhIl0", "cwd": ["/"]}, "`cwd`"),
+             # a cwd names a folder by its absolute path: relative or NUL is no quiet other scope
+             ("recall", {"query": "font", "cwd": "resume"}, "absolute path"),
+             ("recall", {"query": "font", "cwd": "../.."}, "absolute path"),
+             ("recall", {"query": "font", "cwd": "\x00"}, "NUL"),
+             ("recall_more", {"anchor": "WyJhIl0", "cwd": "./x"}, "absolute path")]
 
     async def main():
         async with session_for(server()) as s:
@@ -312,7 +317,12 @@ def test_arguments_of_the_wrong_type_get_an_envelope_that_names_them(server):
                 assert env.status == "bad_argument" and not env.results, (tool, args, env.status)
                 assert named in env.hint and "again" in env.hint, env.hint
                 assert "pydantic" not in env.hint and "perhaps" not in env.hint and "12345" not in env.hint
-            # a well-typed call on the same session still answers
+            # a well-typed call on the same session still answers; `~` may lead a cwd, blank is none
             assert (await call(s, "recall", {"query": "字体", "all_projects": True})).status == "ok"
+            for cwd in ("~", "  "):
+                assert (await call(s, "recall", {"query": "字体", "cwd": cwd})).status != "bad_argument", cwd
+            # JSON read as the SDK reads it (README, "MCP"): "true" is true, "3" is 3, unknown names ignored
+            loose = await call(s, "recall", {"query": "字体", "all_projects": "true", "limit": "1", "colour": 1})
+            assert loose.status == "ok" and len(loose.results) == 1 and loose.project_root is None
 
     anyio.run(main)
