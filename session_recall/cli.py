@@ -541,7 +541,7 @@ def _last_search(db: Path) -> dict | None:
                    "or a time ago (30m, 12h, 7d, 2w).")
 @click.option("--until", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
               help="Only messages before WHEN (a date: up to the end of that day).")
-@click.option("--role", "roles", type=click.Choice(ROLES), multiple=True,
+@click.option("--role", "roles", type=click.Choice([r for r in ROLES if r != "system"]), multiple=True,
               help="Only messages of this role (repeat for several).")
 @click.option("--source", "sources", type=click.Choice([k for k in KINDS if k != "auto"]), multiple=True,
               help="Only sessions of this source kind (repeat for several).")
@@ -556,6 +556,9 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
     """Passages that contain every term of QUERY (and/or answer --question).
     Several words are one query, all of them must match; a word given with
     spaces in it (`recall search "source serif" font`) is one phrase."""
+    if since is not None and until is not None and since >= until:  # both are UTC instants of one form
+        raise click.UsageError(f"--since ({since}) is not before --until ({until}): no message could match; "
+                               "swap them, or drop one")
     query = _query(words)
     confirm = _confirm_for(all_projects)
     with _open(ctx) as ix:

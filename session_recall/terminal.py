@@ -242,6 +242,7 @@ _CLI_WORDS = [
     ("(all_projects; on the command line --all-projects)", "(--all-projects)"),
     ("all_projects (on the command line --all-projects)", "--all-projects"),
     ("recall_more(anchor_id)", "`recall more N`"),
+    ("pass a result's next_cursor exactly as given", "give the --cursor a search printed, exactly"),
     ("pass next_cursor", "repeat the search with --cursor"),
     ("page with next_cursor", "repeat the search with --cursor"),
     ("without session_id", "without --session"),

@@ -54,7 +54,9 @@ def read_cursor(cursor: str) -> dict | None:
 def cursor_hint(cur: dict | None, key: str, generation: int) -> str | None:
     """Why a cursor cannot page this query (a stale_cursor's hint), or None
     when it can."""
-    if cur is None or cur.get("k") != key:
+    if cur is None:
+        return unreadable_cursor_hint()
+    if cur.get("k") != key:
         return foreign_cursor_hint()
     if cur.get("g") != generation:
         return changed_index_hint()
@@ -156,6 +158,11 @@ def session_hint(n_messages: int) -> str:
 def foreign_cursor_hint() -> str:
     return ("This cursor does not belong to this query; repeat the query without a "
             "cursor, or with the same query, question, scope and limit.")
+
+
+def unreadable_cursor_hint() -> str:
+    return ("This cursor could not be read (it is not one this index made, or it was cut or changed); "
+            "pass a result's next_cursor exactly as given, or repeat the query without a cursor.")
 
 
 def changed_index_hint() -> str:
