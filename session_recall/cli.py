@@ -16,7 +16,7 @@ import click
 import orjson
 
 from . import KINDS, Index, WriterBusy, paths, terminal
-from .config import ConfigError, default_db
+from .config import ConfigError, default_db, load_settings
 from .model import ROLES
 from .terminal import visible
 
@@ -336,6 +336,16 @@ def projects(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """What the index holds: sessions, messages, skipped lines by reason, sources."""
+    db = Path(ctx.obj["db"] or default_db()).expanduser()
+    if not db.exists():
+        # A status is a look, not a first index: a mistyped --db is said, not created.
+        try:
+            load_settings(ctx.obj["config"])  # a bad configuration is still the first thing said
+        except ConfigError as e:
+            raise click.ClickException(str(e)) from None
+        _echo(f"recall: no index at {db}: nothing was indexed there yet. `recall index` builds it; "
+              "if you meant another index, check --db and RECALL_DB.", err=True)
+        ctx.exit(EXIT_ERROR)
     with _open(ctx) as ix:
         st = ix.status()
     if as_json:
