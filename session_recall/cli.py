@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import os
 import re
+import shlex
 import signal
 import sys
 from dataclasses import dataclass
@@ -92,6 +93,11 @@ class _Group(click.Group):
                            "once there is room")
                 raise click.ClickException(f"the index database {db} {why} ({e}).") from None
         except click.ClickException as e:
+            if (isinstance(e, click.NoSuchOption) and e.ctx is not None and e.ctx.command.name == "search"
+                    and not e.possibilities):
+                # `recall search '->'`: words that start with a dash read as an option
+                e.message = e.message.rstrip(".") + (f". To search for words that start with '-', put -- before them: "
+                              f"recall search -- {shlex.quote(e.option_name)}")
             # Through vars(): click 8.5 types both as final (mypy); they are
             # what show() prints and the exit status.
             vars(e).update(message=visible(e.message),  # a path or a log's words, on a terminal

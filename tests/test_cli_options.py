@@ -66,3 +66,20 @@ def test_shell_completion_offers_commands_options_and_their_choices(recall_cmd, 
     assert "plain,show" in complete("recall sh", 1)
     assert {"plain,user", "plain,assistant", "plain,tool_result"} <= set(complete("recall search x --role ", 4))
     assert "plain,--since" in complete("recall search x --si", 3)
+
+
+def test_a_query_that_starts_with_a_dash_is_shown_the_way_in(proj, corpus, run_recall):
+    """`recall search '->'` reads as an unknown option: the error says to put
+    `--` before such words, and with it they are searched; a near miss of a
+    real option still gets click's suggestion alone."""
+    corpus.session("s1", proj).message("u1", "the arrow -> points at the cause")
+    corpus.open().close()
+    dash, dashed, near = run_all(
+        run_recall,
+        ["--db", corpus.db, "search", "->", "--cwd", proj],
+        ["--db", corpus.db, "search", "--cwd", proj, "--json", "--", "->"],
+        ["--db", corpus.db, "search", "x", "--limt", "3", "--cwd", proj])
+    assert dash.returncode == 2 and "put -- before them: recall search -- '->'" in dash.stderr, dash.stderr
+    assert dashed.returncode == 0, dashed.stderr
+    assert [r.session_id for r in Envelope.model_validate_json(dashed.stdout).results] == ["s1"]
+    assert near.returncode == 2 and "--limit" in near.stderr and "put --" not in near.stderr

@@ -77,6 +77,12 @@ def test_a_miss_under_a_wide_cwd_says_it_searched_every_project_below_it(tmp_pat
         f"No message in any project under {home} (your home directory or a folder above it) matches "
         "'zebraquantum'. Try fewer or other words, a question, or all_projects.")
     assert E.scope_words(project) == f"the project {home / 'proj'}"
+    # a question that found nothing is not told to try a question
+    keywords = QueryTokenizer(apsw.Connection(":memory:")).parse("zebraquantum heronfish")
+    assert E.no_match_hint(project, [], keywords, all_projects=False, filtered=["role"]) == (
+        f"No message in the project {home / 'proj'} matches the question's keywords 'zebraquantum', "
+        "'heronfish' among the messages its filters keep (role). Try other filters, fewer or other words, "
+        "or all_projects.")
 
 
 def test_an_engine_ranks_with_the_ranking_it_is_given(tmp_path, corpus):

@@ -195,15 +195,18 @@ def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_pro
     `policy`: the all_projects policy, which decides whether all_projects is
     offered."""
     within = f" among the messages its filters keep ({', '.join(filtered)})" if filtered else ""
-    wider = "other filters, " if filtered else ""
     offer = _all_projects_offer(policy)
+    tries = ["other filters"] if filtered else []
+    tries.append("fewer or other words")
+    if not kw_terms:  # no question was asked (a question's keywords are kw_terms)
+        tries.append("a question")
+    # Under `/`, all projects would add only sessions with no absolute cwd.
+    if not all_projects and scope.cwd != "/" and offer:
+        tries.append(offer)
     return (f"No message in {scope_words(scope)} matches "
             + (quoted([t.raw for t in terms], " and ") if terms else "the question's keywords "
                + quoted([t.folded for t in kw_terms], ", "))
-            + within
-            # Under `/`, all projects would add only sessions with no absolute cwd.
-            + (f". Try {wider}fewer or other words, a question, or {offer}."
-               if not all_projects and scope.cwd != "/" and offer else f". Try {wider}fewer or other words, or a question."))
+            + within + ". Try " + (", ".join(tries[:-1]) + ", or " if len(tries) > 1 else "") + tries[-1] + ".")
 
 
 def nothing_indexed_hint(scope: Scope, policy: str = "allow", above: str | None = None) -> str:
