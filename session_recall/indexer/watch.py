@@ -251,6 +251,11 @@ class Watcher:
         with contextlib.suppress(OSError):  # gone, or not ours to watch: the periodic reconcile covers it
             self._observer.schedule(_Enqueue(self, (real, link)), target, recursive=folder)
             self._linked.add((link, real))
+            # The pass that found the link read its logs before this watch
+            # began: a write in between raised no event here, so its logs are
+            # looked at once more (a log unchanged since costs a stat).
+            self.enqueue([os.path.join(d, f) for d, _, names in os.walk(link) for f in names] if folder
+                         else [link])
 
     def _reconcile_all(self, s: Syncer) -> SyncReport:
         report = s.run(self.paths, self.kind)
