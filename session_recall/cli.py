@@ -96,8 +96,10 @@ class _Group(click.Group):
             if (isinstance(e, click.NoSuchOption) and e.ctx is not None and e.ctx.command.name == "search"
                     and not e.possibilities):
                 # `recall search '->'`: words that start with a dash read as an option
-                e.message = e.message.rstrip(".") + (f". To search for words that start with '-', put -- before them: "
-                              f"recall search -- {shlex.quote(e.option_name)}")
+                # (click names only a part of such a word, so none is quoted back)
+                e.message = e.message.rstrip(".") + (". To search for words that start with '-', put -- after "
+                                                     "the options and before the words: recall search [OPTIONS] "
+                                                     "-- WORDS...")
             # Through vars(): click 8.5 types both as final (mypy); they are
             # what show() prints and the exit status.
             vars(e).update(message=visible(e.message),  # a path or a log's words, on a terminal
@@ -349,7 +351,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
             load_settings(ctx.obj["config"])  # a bad configuration is still the first thing said
         except ConfigError as e:
             raise click.ClickException(str(e)) from None
-        _echo(f"recall: no index at {db}: nothing was indexed there yet. `recall index` builds it; "
+        build = f"recall --db {shlex.quote(str(db))} index" if ctx.obj["db"] else "recall index"
+        _echo(f"recall: no index at {db}: nothing was indexed there yet. `{build}` builds it; "
               "if you meant another index, check --db and RECALL_DB.", err=True)
         ctx.exit(EXIT_ERROR)
     with _open(ctx) as ix:
@@ -407,7 +410,9 @@ def _instant(value: str | None, param: click.Parameter) -> str | None:
     if value is None:
         return None
     text = value.strip()
-    now = dt.datetime.now(dt.timezone.utc)
+    ctx = click.get_current_context()
+    ctx.meta.setdefault("given", {})[param.name] = value  # what was typed, for a message
+    now = ctx.meta.setdefault("now", dt.datetime.now(dt.timezone.utc))  # one now for --since and --until
     if m := _AGO.fullmatch(text):
         when = now - dt.timedelta(seconds=int(m[1]) * _UNIT[m[2].lower()])
     else:
@@ -420,11 +425,12 @@ def _instant(value: str | None, param: click.Parameter) -> str | None:
             else:
                 when = dt.datetime.fromisoformat(text)
                 when = when if when.tzinfo else when.astimezone()
+            when = when.astimezone(dt.timezone.utc)  # (past year 1 or 9999 in UTC: OverflowError)
         except (ValueError, OverflowError):
             raise click.BadParameter(f"{value!r} is not a date (2026-11-20), a date and time "
                                      "(2026-11-20T14:30, 2026-11-20T14:30:00Z) or a time ago (30m, 12h, 7d, 2w)",
                                      param=param) from None
-    return when.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _query(words: tuple[str, ...]) -> str:
@@ -573,8 +579,10 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
     Several words are one query, all of them must match; a word given with
     spaces in it (`recall search "source serif" font`) is one phrase."""
     if since is not None and until is not None and since >= until:  # both are UTC instants of one form
-        raise click.UsageError(f"--since ({since}) is not before --until ({until}): no message could match; "
-                               "swap them, or drop one")
+        given = ctx.meta["given"]
+        raise click.UsageError(f"--since {given['since']} ({since}) is not before --until {given['until']} "
+                               f"({until}, the end of it for a date): no message could match; swap them, or "
+                               "drop one")
     query = _query(words)
     confirm = _confirm_for(all_projects)
     with _open(ctx) as ix:

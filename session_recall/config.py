@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from .paths import PathRules
 
@@ -129,6 +135,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
         cls = cast("type[Settings]", type("FileSettings", (Settings,), {"model_config": cfg}))
     try:
         return cls(**overrides)
+    except SettingsError as e:  # a RECALL_* value the settings could not even parse (not JSON for a list)
+        field = str(e).split('"')[1] if str(e).count('"') >= 2 else ""
+        where = _env_name(field) if field else None
+        raise ConfigError(f"bad configuration: {where or 'a RECALL_* environment variable'}: its value could "
+                          f"not be read ({e.__cause__ or e}); a list is written as JSON, e.g. '[\"~/code\"]'") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config file {path or config_path()} is not valid TOML: {e}") from None
     except ValidationError as e:
@@ -136,9 +147,11 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides) -> Se
         lines = []
         for err in e.errors():
             key = ".".join(str(p) for p in err["loc"])
-            where = _env_name(str(err["loc"][0])) if err["loc"] else None
+            # Unknown RECALL_* variables are not read, so an unknown key is the file's.
+            extra = err["type"] == "extra_forbidden"
+            where = _env_name(str(err["loc"][0])) if err["loc"] and not extra else None
             origin = f"{key} (from the environment variable {where})" if where else f"{key} (in {file})"
-            if err["type"] == "extra_forbidden":
+            if extra:
                 lines.append(f"{origin}: unknown key; the keys are {', '.join(Settings.model_fields)}")
             else:
                 lines.append(f"{origin}: {err['msg']}; got {err.get('input')!r}")

@@ -111,10 +111,14 @@ def _absolute_cwd(cwd: str | None) -> str | None:
     argument, not a quiet search of some other scope. Blank is no cwd."""
     if cwd is None or not cwd.strip():
         return cwd
-    if "\x00" in cwd:
-        raise ValueError("a folder name cannot hold a NUL character")
+    if any(ord(c) < 0x20 or c == "\x7f" for c in cwd):
+        raise ValueError("holds a control character (a NUL, a newline, ...); pass the folder's path alone")
+    if cwd != cwd.strip():
+        raise ValueError("starts or ends with white space; pass the folder's path alone")
     if not os.path.isabs(os.path.expanduser(cwd)):
-        raise ValueError("must be an absolute path (it starts with `/`, or `~` for the home folder)")
+        if cwd.startswith("~"):
+            raise ValueError("names no user's home folder; pass an absolute path (one that starts with `/`)")
+        raise ValueError("must be an absolute path (one that starts with `/`, or `~` for the home folder)")
     return cwd
 
 
@@ -235,7 +239,8 @@ def bad_argument(tool: str, arguments: dict[str, Any], error: ValidationError) -
     schema (a number for `query`, `limit` "abc", no `anchor`): status
     `bad_argument`, and a hint that names each argument and what it takes.
     The rejected values are not quoted back (they are the caller's data)."""
-    problems = "; ".join(sorted({f"`{'.'.join(str(p) for p in e['loc'])}`: {e['msg']}" for e in error.errors()}))
+    problems = "; ".join(sorted({f"`{'.'.join(str(p) for p in e['loc'])}`: {e['msg'].removeprefix('Value error, ')}"
+                                 for e in error.errors()}))
     echoed = arguments.get("anchor" if tool == "recall_more" else "query")
     return Envelope(query=echoed if isinstance(echoed, str) else "", status="bad_argument",
                     hint=f"Nothing was searched: {problems}. Call {tool} again with {_ARGUMENT_TYPES[tool]}.",
@@ -352,7 +357,7 @@ class RecallServer:
             return Decision(False, "the client could not ask the user (the confirmation request failed)")
 
     @staticmethod
-    def _confirm(decision: Decision) -> Callable[[str], bool] | None:
+    def _confirm(decision: Decision) -> Callable[[str], bool | None] | None:
         if decision.allowed is None:
             return None  # not asked: should the engine ask anyway, no callback means no
         answer = True if decision.allowed is True else (False if decision.by_user else None)

@@ -243,6 +243,11 @@ _CLI_WORDS = [
     ("all_projects (on the command line --all-projects)", "--all-projects"),
     ("recall_more(anchor_id)", "`recall more N`"),
     ("pass a result's next_cursor exactly as given", "give the --cursor a search printed, exactly"),
+    # the confirm policy, said to the person at the command line
+    ("the user could not be asked or did not answer", "no answer came (the question needs a terminal to "
+                                                      "answer on, and standard input is not one, or it closed)"),
+    ("or ask again once the user can answer", "or run the command again from a terminal and answer"),
+    ("the user did not allow searching all projects", "you did not allow searching all projects"),
     ("pass next_cursor", "repeat the search with --cursor"),
     ("page with next_cursor", "repeat the search with --cursor"),
     ("without session_id", "without --session"),

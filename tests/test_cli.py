@@ -55,7 +55,7 @@ def test_cli_index_status_search(run_recall, tmp_path, fixture_sessions):
     # a status of an index that does not exist (a mistyped --db) says so and creates nothing
     typo = run_recall("--db", db, "status", "--json")
     assert typo.returncode == 2 and typo.stdout == "" and "no index at" in typo.stderr, typo.stderr
-    assert "recall index" in typo.stderr and not db.exists()
+    assert f"recall --db {db} index" in typo.stderr and not db.exists()
 
     first = run_recall("--db", db, "index", fixture_sessions)
     assert first.returncode == 0, first.stderr

@@ -79,7 +79,7 @@ def test_a_query_that_starts_with_a_dash_is_shown_the_way_in(proj, corpus, run_r
         ["--db", corpus.db, "search", "->", "--cwd", proj],
         ["--db", corpus.db, "search", "--cwd", proj, "--json", "--", "->"],
         ["--db", corpus.db, "search", "x", "--limt", "3", "--cwd", proj])
-    assert dash.returncode == 2 and "put -- before them: recall search -- '->'" in dash.stderr, dash.stderr
+    assert dash.returncode == 2 and "put -- after the options and before the words" in dash.stderr, dash.stderr
     assert dashed.returncode == 0, dashed.stderr
     assert [r.session_id for r in Envelope.model_validate_json(dashed.stdout).results] == ["s1"]
     assert near.returncode == 2 and "--limit" in near.stderr and "put --" not in near.stderr

@@ -93,3 +93,19 @@ def test_a_bad_file_value_beside_a_good_environment_names_the_file(config, monke
     with pytest.raises(ConfigError) as err:
         load_settings(path)
     assert f"redaction (in {path})" in str(err.value) and "RECALL_" not in str(err.value)
+
+
+def test_an_unknown_file_key_is_the_files_even_beside_a_variable_of_its_name(config, monkeypatch):
+    path = config('db = "/x"\n')
+    monkeypatch.setenv("RECALL_DB", "/tmp/some.db")  # a variable of the command line, not a setting
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert f"db (in {path}): unknown key" in str(err.value) and "RECALL_DB" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["RECALL_SOURCES", "RECALL_ALLOW_CWDS"])
+def test_a_list_variable_that_is_not_json_names_the_variable(isolated_settings, monkeypatch, name):
+    monkeypatch.setenv(name, "notjson")
+    with pytest.raises(ConfigError) as err:
+        load_settings()
+    assert name in str(err.value) and "JSON" in str(err.value)

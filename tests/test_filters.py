@@ -117,13 +117,14 @@ def test_the_command_line_filters(proj, corpus, run_recall):
     corpus.open().close()
     from tests.helpers import run_all
 
-    week, assistant, none, bad, inverted, system = run_all(
+    week, assistant, none, bad, inverted, same, system = run_all(
         run_recall,
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "7d", "--json"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--role", "assistant", "--role", "user", "--json"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--until", "2000-01-01", "--source", "canonical"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "last tuesday"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "2d", "--until", "7d"],
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "7d", "--until", "7d"],  # one "now"
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--role", "system"])
 
     def hits(done) -> set[str]:
@@ -135,7 +136,9 @@ def test_the_command_line_filters(proj, corpus, run_recall):
     assert none.returncode == 1
     assert bad.returncode == 2 and "--since" in bad.stderr and "7d" in bad.stderr
     # an empty window is a mistake, not a silent miss; system text is not indexed, so not offered
-    assert inverted.returncode == 2 and "is not before --until" in inverted.stderr, inverted.stderr
+    assert inverted.returncode == 2 and "--since 2d (" in inverted.stderr, inverted.stderr  # as typed
+    assert "is not before --until 7d (" in inverted.stderr, inverted.stderr
+    assert same.returncode == 2 and "is not before" in same.stderr, same.stderr
     assert system.returncode == 2 and "'system' is not one of" in system.stderr, system.stderr
 
 

@@ -229,6 +229,7 @@ def test_confirm_fails_closed_without_elicitation(server):
             assert env.status == "denied" and not env.results
             assert "elicitation" in env.gaps["all_projects"]
             assert "could not be asked" in env.hint and "so that the user is asked" not in env.hint
+            assert "terminal" not in env.hint  # words for the command line are not the model's
 
     anyio.run(main)
 
@@ -308,6 +309,9 @@ def test_arguments_of_the_wrong_type_get_an_envelope_that_names_them(server):
              ("recall", {"query": "font", "cwd": "resume"}, "absolute path"),
              ("recall", {"query": "font", "cwd": "../.."}, "absolute path"),
              ("recall", {"query": "font", "cwd": "\x00"}, "NUL"),
+             ("recall", {"query": "font", "cwd": "/home/ada/resume\n"}, "control character"),
+             ("recall", {"query": "font", "cwd": " /home/ada/resume"}, "white space"),
+             ("recall", {"query": "font", "cwd": "~nosuchuser-zz/x"}, "names no user's home folder"),
              ("recall_more", {"anchor": "WyJhIl0", "cwd": "./x"}, "absolute path")]
 
     async def main():
@@ -317,6 +321,7 @@ def test_arguments_of_the_wrong_type_get_an_envelope_that_names_them(server):
                 assert env.status == "bad_argument" and not env.results, (tool, args, env.status)
                 assert named in env.hint and "again" in env.hint, env.hint
                 assert "pydantic" not in env.hint and "perhaps" not in env.hint and "12345" not in env.hint
+                assert "Value error" not in env.hint
             # a well-typed call on the same session still answers; `~` may lead a cwd, blank is none
             assert (await call(s, "recall", {"query": "字体", "all_projects": True})).status == "ok"
             for cwd in ("~", "  "):

@@ -79,7 +79,7 @@ def test_a_miss_under_a_wide_cwd_says_it_searched_every_project_below_it(tmp_pat
     assert E.scope_words(project) == f"the project {home / 'proj'}"
     # a question that found nothing is not told to try a question
     keywords = QueryTokenizer(apsw.Connection(":memory:")).parse("zebraquantum heronfish")
-    assert E.no_match_hint(project, [], keywords, all_projects=False, filtered=["role"]) == (
+    assert E.no_match_hint(project, [], keywords, all_projects=False, filtered=["role"], asked=True) == (
         f"No message in the project {home / 'proj'} matches the question's keywords 'zebraquantum', "
         "'heronfish' among the messages its filters keep (role). Try other filters, fewer or other words, "
         "or all_projects.")
@@ -96,3 +96,17 @@ def test_an_engine_ranks_with_the_ranking_it_is_given(tmp_path, corpus):
     engine.ranking = Ranking()
     assert engine.retriever.ranking is engine.ranker.ranking == Ranking()
     assert engine.recall("ledger", cwd=str(proj)).status == "ok"
+
+
+def test_a_miss_suggests_a_question_only_when_none_was_asked(tmp_path, corpus):
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    corpus.session("s1", proj).message("m1", "the ledger was closed")
+    ix = corpus.open()
+    plain = ix.recall("zzqq", cwd=str(proj))
+    # the question's one keyword is the query's word, so it adds no keyword of its own
+    asked = ix.recall("zzqq", question="where is zzqq", cwd=str(proj))
+    alone = ix.recall("", question="where is the zzqq", cwd=str(proj))
+    assert plain.status == asked.status == alone.status == "no_match"
+    assert "a question" in plain.hint
+    assert "a question" not in asked.hint and "a question" not in alone.hint, (asked.hint, alone.hint)

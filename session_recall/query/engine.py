@@ -212,7 +212,8 @@ class Engine:
         if results:
             status, hint = "partial" if partial else "ok", E.ok_hint(results, partial, terms, next_cursor)
         else:
-            status, hint = "no_match", self._no_match_hint(scope, terms, kw_terms, all_projects, offset, run)
+            status, hint = "no_match", self._no_match_hint(scope, terms, kw_terms, all_projects, offset, run,
+                                                           asked=bool(question and question.strip()))
         return self._envelope(t0, query, question, status, hint, run, results=results, next_cursor=next_cursor,
                               redacted=rend.redacted, terms=term_names, project_root=root)
 
@@ -283,14 +284,15 @@ class Engine:
         return selected, more, partial_run
 
     def _no_match_hint(self, scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool,
-                       offset: int, run: Run) -> str:
+                       offset: int, run: Run, *, asked: bool = False) -> str:
         """The hint of an empty page: nothing matched, nothing was searched
-        (no session lies in scope; a gap says so), or the pages ran out."""
+        (no session lies in scope; a gap says so), or the pages ran out.
+        `asked`: a question was given (it is not suggested again)."""
         f = run.filters
         named = [name for name, given in (("role", f.roles), ("source", f.sources), ("since", f.since),
                                           ("until", f.until)) if given]
         policy = self.settings.all_projects
-        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named, policy)
+        hint = E.no_match_hint(scope, terms, kw_terms, all_projects, named, policy, asked=asked)
         scope_sql, params = self.retriever.scope_sql(scope)
         if not offset and not one(self.conn.execute(
                 f"SELECT count(*) FROM sessions s WHERE 1 = 1{scope_sql}", params))[0]:

@@ -189,16 +189,16 @@ def _all_projects_offer(policy: str) -> str:
 
 
 def no_match_hint(scope: Scope, terms: list[Term], kw_terms: list[Term], all_projects: bool,
-                  filtered: list[str] | None = None, policy: str = "allow") -> str:
+                  filtered: list[str] | None = None, policy: str = "allow", *, asked: bool = False) -> str:
     """`filtered`: the filters the caller gave (role, source, since, until),
     named so that a miss they caused is not read as a miss of the words.
     `policy`: the all_projects policy, which decides whether all_projects is
-    offered."""
+    offered. `asked`: a question was given, so none is suggested."""
     within = f" among the messages its filters keep ({', '.join(filtered)})" if filtered else ""
     offer = _all_projects_offer(policy)
     tries = ["other filters"] if filtered else []
     tries.append("fewer or other words")
-    if not kw_terms:  # no question was asked (a question's keywords are kw_terms)
+    if not asked:
         tries.append("a question")
     # Under `/`, all projects would add only sessions with no absolute cwd.
     if not all_projects and scope.cwd != "/" and offer:

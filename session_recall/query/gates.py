@@ -214,6 +214,6 @@ def _policy(settings: Settings, confirm: Confirm | None, question: str, why: str
             if answer is False:  # the user's own no
                 return Verdict(None, why + f"the user did not allow searching all projects; {instead}")
             return Verdict(None, why + "searching all projects needs the user's confirmation, and the user "
-                                       f"could not be asked or did not answer; {instead}, or ask again where "
-                                       "the user can answer (on the command line: from a terminal)")
+                                       f"could not be asked or did not answer; {instead}, or ask again once "
+                                       "the user can answer")
     return None
