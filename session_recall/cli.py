@@ -426,7 +426,10 @@ def _instant(value: str | None, param: click.Parameter) -> str | None:
                 when = dt.datetime.fromisoformat(text)
                 when = when if when.tzinfo else when.astimezone()
             when = when.astimezone(dt.timezone.utc)  # (past year 1 or 9999 in UTC: OverflowError)
-        except (ValueError, OverflowError):
+        except OverflowError:
+            raise click.BadParameter(f"{value!r} is out of range: a time from year 1 to 9999, in UTC",
+                                     param=param) from None
+        except ValueError:
             raise click.BadParameter(f"{value!r} is not a date (2026-11-20), a date and time "
                                      "(2026-11-20T14:30, 2026-11-20T14:30:00Z) or a time ago (30m, 12h, 7d, 2w)",
                                      param=param) from None

@@ -117,7 +117,7 @@ def test_the_command_line_filters(proj, corpus, run_recall):
     corpus.open().close()
     from tests.helpers import run_all
 
-    week, assistant, none, bad, inverted, same, system = run_all(
+    week, assistant, none, bad, inverted, same, system, far = run_all(
         run_recall,
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "7d", "--json"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--role", "assistant", "--role", "user", "--json"],
@@ -125,7 +125,8 @@ def test_the_command_line_filters(proj, corpus, run_recall):
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "last tuesday"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "2d", "--until", "7d"],
         ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "7d", "--until", "7d"],  # one "now"
-        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--role", "system"])
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--role", "system"],
+        ["--db", corpus.db, "search", "serif", "--cwd", proj, "--since", "0001-01-01T00:00+01:00"])
 
     def hits(done) -> set[str]:
         assert done.returncode == 0, done.stderr
@@ -140,6 +141,7 @@ def test_the_command_line_filters(proj, corpus, run_recall):
     assert "is not before --until 7d (" in inverted.stderr, inverted.stderr
     assert same.returncode == 2 and "is not before" in same.stderr, same.stderr
     assert system.returncode == 2 and "'system' is not one of" in system.stderr, system.stderr
+    assert far.returncode == 2 and "out of range" in far.stderr and "Traceback" not in far.stderr, far.stderr
 
 
 def test_a_miss_under_filters_says_the_filters_kept_it_out(proj, corpus, run_recall):
