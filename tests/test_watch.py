@@ -272,3 +272,44 @@ def test_a_symlinked_folder_or_log_in_a_source_is_mirrored_as_it_changes(spawn, 
         assert hits(reader, "quandong") == [("linked-1", "u2")]
         assert reader.status()["messages"] == 5
     watch.stop(signal.SIGTERM)
+
+
+def test_a_write_between_the_pass_that_finds_a_link_and_its_watch_is_read(tmp_path, canonical, wait_until,
+                                                                          monkeypatch):
+    """The pass that finds a symlinked folder reads its logs, and the watch on
+    the link's target begins after it: a write in that moment raises no event
+    the watcher hears. The write is made exactly there (in process, with the
+    real observer), and it must still be searchable at once, not at the next
+    periodic reconcile (an hour away here)."""
+    import threading
+
+    from session_recall.indexer import watch as W
+
+    src, elsewhere = tmp_path / "src", tmp_path / "elsewhere"
+    (elsewhere / "proj").mkdir(parents=True)
+    src.mkdir()
+    (src / "proj").symlink_to(elsewhere / "proj", target_is_directory=True)
+    log = elsewhere / "proj" / "2026-12-01-linked.jsonl"
+    proj = canonical("gap-1", cwd="/home/ada/proj")
+    log.write_bytes(proj.session("Linked") + proj.message("u1", "before the watch: loquat"))
+    real_watch_link = W.Watcher._watch_link
+
+    def write_first(self, link, real):
+        if (link, real) not in self._linked:
+            append(log, proj.message("u2", "in the gap before the watch: tamarillo"))
+        real_watch_link(self, link, real)
+
+    monkeypatch.setattr(W.Watcher, "_watch_link", write_first)
+    ix = Index.open(tmp_path / "gap.db")
+    watcher = W.Watcher(ix.store, [str(src)], debounce=0.05, reconcile_every=3600)
+    thread = threading.Thread(target=watcher.run, daemon=True)
+    thread.start()
+    reader = Index.open(tmp_path / "gap.db")
+    try:
+        wait_until(lambda: hits(reader, "loquat"), DEADLINE_S, "the first pass")
+        wait_until(lambda: hits(reader, "tamarillo"), DEADLINE_S, "the write made before the link's watch began")
+    finally:
+        watcher.stop()
+        thread.join(timeout=STOP_S)
+        reader.close()
+        ix.close()
