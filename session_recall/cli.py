@@ -18,7 +18,7 @@ import orjson
 
 from . import KINDS, Index, WriterBusy, paths, terminal
 from .config import ConfigError, default_db, load_settings
-from .model import ROLES
+from .model import SEARCHABLE_ROLES
 from .terminal import visible
 
 
@@ -566,7 +566,7 @@ def _last_search(db: Path) -> dict | None:
                    "or a time ago (30m, 12h, 7d, 2w).")
 @click.option("--until", callback=lambda ctx, p, v: _instant(v, p), default=None, metavar="WHEN",
               help="Only messages before WHEN (a date: up to the end of that day).")
-@click.option("--role", "roles", type=click.Choice([r for r in ROLES if r != "system"]), multiple=True,
+@click.option("--role", "roles", type=click.Choice(SEARCHABLE_ROLES), multiple=True,
               help="Only messages of this role (repeat for several).")
 @click.option("--source", "sources", type=click.Choice([k for k in KINDS if k != "auto"]), multiple=True,
               help="Only sessions of this source kind (repeat for several).")

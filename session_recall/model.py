@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["user", "assistant", "tool_call", "tool_result", "system"]
 ROLES: tuple[str, ...] = ("user", "assistant", "tool_call", "tool_result", "system")
+# The roles whose text is indexed (indexer/project.py); system text is not.
+SEARCHABLE_ROLES: tuple[str, ...] = ("user", "assistant", "tool_call", "tool_result")
 
 
 def is_role(value: str) -> TypeGuard[Role]:

@@ -155,3 +155,11 @@ def test_a_miss_under_filters_says_the_filters_kept_it_out(proj, corpus, run_rec
     assert "filters keep (role, since)" in done.stderr and "other filters" in done.stderr, done.stderr
     plain = run_recall("--db", corpus.db, "search", "kingfisher", "--cwd", proj)
     assert plain.returncode == 1 and "filters keep" not in plain.stderr, plain.stderr
+
+
+def test_the_roles_offered_are_the_roles_indexed():
+    """`--role` offers exactly the roles whose text the projection indexes."""
+    from session_recall.indexer.project import project
+    from session_recall.model import ROLES, SEARCHABLE_ROLES
+
+    assert [r for r in ROLES if project(r, "some words", "tool") is not None] == list(SEARCHABLE_ROLES)
