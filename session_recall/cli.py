@@ -583,9 +583,9 @@ def search(ctx: click.Context, words: tuple[str, ...], question: str | None, all
     spaces in it (`recall search "source serif" font`) is one phrase."""
     if since is not None and until is not None and since >= until:  # both are UTC instants of one form
         given = ctx.meta["given"]
+        end = ", the end of that day" if re.fullmatch(r"\d{4}-\d{2}-\d{2}", given["until"].strip()) else ""
         raise click.UsageError(f"--since {given['since']} ({since}) is not before --until {given['until']} "
-                               f"({until}, the end of it for a date): no message could match; swap them, or "
-                               "drop one")
+                               f"({until}{end}): no message could match; swap them, or drop one")
     query = _query(words)
     confirm = _confirm_for(all_projects)
     with _open(ctx) as ix:
